@@ -1,0 +1,43 @@
+# Timeshare: `make run` starts the seeded portal, `make test` runs the whole suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test bench lint install migrate seed worker clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+seed: migrate
+	$(BIN)/python manage.py seed_demo
+
+# The portal on http://$(HOST):$(PORT) plus a Celery worker with an embedded beat, all on the
+# embedded defaults (SQLite, filesystem broker, simulated fleet). Ctrl-C stops everything.
+run: seed
+	@echo "Timeshare on http://$(HOST):$(PORT)/"
+	@SECURE_COOKIES=0 bash -c 'trap "kill 0" EXIT INT TERM; \
+	  $(BIN)/celery -A portal worker --beat --loglevel=INFO --concurrency=2 & \
+	  $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)'
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python bench/run.py
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf var/celery var/timeshare.sqlite3 var/static

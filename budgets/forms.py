@@ -1,0 +1,48 @@
+from django import forms
+
+from budgets.models import MAX_SHARES, BudgetNode
+from scheduler.models import Cluster
+
+
+class SharesForm(forms.Form):
+    node = forms.IntegerField(widget=forms.HiddenInput)
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
+    shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES)
+    reason = forms.CharField(max_length=500, required=False)
+
+
+class ChangeRequestForm(forms.Form):
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
+    shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES, required=False)
+    percent = forms.DecimalField(
+        min_value=0.01, max_value=99.99, decimal_places=2, required=False,
+        label="or % of parent",
+    )
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000)
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors and (data.get("shares") is None) == (data.get("percent") is None):
+            raise forms.ValidationError("Ask for either shares or a percentage of the parent.")
+        return data
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+
+class MoveForm(forms.Form):
+    parent = forms.ModelChoiceField(queryset=BudgetNode.objects.none(), label="New parent")
+    reason = forms.CharField(max_length=500, required=False)
+
+    def __init__(self, *args, parents=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if parents is not None:
+            self.fields["parent"].queryset = parents
+
+
+class ChildForm(forms.ModelForm):
+    class Meta:
+        model = BudgetNode
+        fields = ["name", "slug", "kind", "description"]

@@ -1,0 +1,213 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduler.models import Cluster
+
+MAX_SHARES = 1_000_000
+PATH_SEPARATOR = "/"
+
+
+class BudgetNodeQuerySet(models.QuerySet):
+    def restrict(self, user, action="view"):
+        from budgets.permissions import restrict_nodes
+
+        return restrict_nodes(self, user, action)
+
+    def subtree(self, path: str):
+        return self.filter(Q(path=path) | Q(path__startswith=path + PATH_SEPARATOR))
+
+
+class BudgetNode(models.Model):
+    """One node of the budget tree: the organisation, a program, a project or a researcher."""
+
+    class Kind(models.TextChoices):
+        ORGANISATION = "organisation"
+        PROGRAM = "program"
+        PROJECT = "project"
+        RESEARCHER = "researcher"
+
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=50)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    # Slugs from the root down, e.g. "institute/prog-a/proj-a1": subtree queries are prefix
+    # matches and the engine names budgets by this path.
+    path = models.CharField(max_length=500, unique=True, editable=False)
+    description = models.CharField(max_length=200, blank=True)
+    managers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="managed_budgets"
+    )
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="member_budgets",
+        help_text="Users who may charge workloads to this budget (leaves only).",
+    )
+
+    objects = BudgetNodeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "slug"], name="budget_slug_unique_in_parent"),
+            models.UniqueConstraint(
+                fields=["slug"], condition=Q(parent=None), name="budget_root_slug_unique"
+            ),
+        ]
+
+    def __str__(self):
+        return self.path
+
+    @property
+    def depth(self) -> int:
+        return self.path.count(PATH_SEPARATOR)
+
+    def compute_path(self) -> str:
+        return f"{self.parent.path}{PATH_SEPARATOR}{self.slug}" if self.parent else self.slug
+
+    def is_ancestor_of(self, other: "BudgetNode") -> bool:
+        return other.path.startswith(self.path + PATH_SEPARATOR)
+
+    def ancestors(self):
+        parts = self.path.split(PATH_SEPARATOR)
+        paths = [PATH_SEPARATOR.join(parts[:i]) for i in range(1, len(parts))]
+        return BudgetNode.objects.filter(path__in=paths).order_by("path")
+
+    def clean(self):
+        if self.parent_id and self.pk and (
+            self.parent_id == self.pk or self.is_ancestor_of(self.parent)
+        ):
+            raise ValidationError({"parent": "A budget cannot move under itself or its own descendant."})
+
+    def save(self, *args, **kwargs):
+        self.path = self.compute_path()
+        super().save(*args, **kwargs)
+
+
+class Allocation(models.Model):
+    """Shares of one budget node on one cluster. Changed only through budgets.services."""
+
+    node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="allocations")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="allocations")
+    shares = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
+    )
+    # Compare-and-set counter: an edit states the version it saw, so two concurrent edits of
+    # the same allocation cannot silently overwrite each other.
+    version = models.PositiveIntegerField(default=1)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster", "node__path"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "cluster"], name="one_allocation_per_cluster"),
+            models.CheckConstraint(
+                condition=Q(shares__gte=1) & Q(shares__lte=MAX_SHARES), name="shares_in_range"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.node.path} on {self.cluster.name}: {self.shares}"
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError("the allocation audit log is append-only")
+
+    def delete(self):
+        raise TypeError("the allocation audit log is append-only")
+
+
+class AllocationChange(models.Model):
+    """Append-only audit entry for every change of an allocation; reports replay this history."""
+
+    node = models.ForeignKey(BudgetNode, on_delete=models.PROTECT, related_name="allocation_changes")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="allocation_changes")
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_by_name = models.CharField(max_length=150)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    old_shares = models.PositiveIntegerField(null=True, blank=True)
+    new_shares = models.PositiveIntegerField()
+    reason = models.TextField(blank=True)
+    request = models.ForeignKey(
+        "ChangeRequest", null=True, blank=True, on_delete=models.PROTECT, related_name="changes"
+    )
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["cluster", "at"])]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.node.path}@{self.cluster.name}: {self.old_shares} -> {self.new_shares}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("the allocation audit log is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("the allocation audit log is append-only")
+
+
+class ChangeRequestQuerySet(models.QuerySet):
+    def restrict(self, user, action="view"):
+        from budgets.permissions import restrict_requests
+
+        return restrict_requests(self, user, action)
+
+
+class ChangeRequest(models.Model):
+    """A manager asks the managers of the parent node for a different share of their own node."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="change_requests")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="change_requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="budget_requests"
+    )
+    shares_before = models.PositiveIntegerField(null=True, blank=True)
+    requested_shares = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
+    )
+    requested_percent = models.DecimalField(
+        max_digits=5, decimal_places=2, null=True, blank=True,
+        help_text="The % of the parent the requester asked for, if they asked in percent.",
+    )
+    reason = models.TextField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    created = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True)
+
+    objects = ChangeRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "cluster"],
+                condition=Q(state="pending"),
+                name="one_pending_request_per_allocation",
+            ),
+        ]
+
+    def __str__(self):
+        return f"#{self.pk} {self.node.path}@{self.cluster.name} -> {self.requested_shares}"

@@ -1,0 +1,120 @@
+"""Who may read or change what in the budget tree: the one place every view and API asks.
+
+- Anyone with a role (manager, member, operator) reads the whole tree: budgets are public
+  inside the organisation, which is what makes them a fair currency. Outsiders read nothing.
+- A manager of X changes the shares of every node strictly below X, directly.
+- A manager of X asks for a change of X's own share; the managers of X's parent decide it,
+  but never on their own request.
+- Allocation history: managers read their subtree, members read the budgets they belong to.
+"""
+
+from django.db.models import Q
+
+from budgets.models import PATH_SEPARATOR
+
+
+class Roles:
+    """The budget paths a user manages or belongs to, loaded once per request."""
+
+    def __init__(self, user):
+        self.user = user
+        self.superuser = bool(user.is_authenticated and user.is_superuser)
+        if user.is_authenticated:
+            self.managed = sorted(user.managed_budgets.values_list("path", flat=True))
+            self.member_of = sorted(user.member_budgets.values_list("path", flat=True))
+            self.operator = user.has_perm("scheduler.operate_fleet")
+        else:
+            self.managed, self.member_of, self.operator = [], [], False
+
+    @property
+    def any(self) -> bool:
+        return self.superuser or self.operator or bool(self.managed or self.member_of)
+
+    def manages(self, path: str) -> bool:
+        """Manages the node itself or one of its ancestors."""
+        return self.superuser or any(_within(path, managed) for managed in self.managed)
+
+    def manages_strictly_above(self, path: str) -> bool:
+        return self.superuser or any(_below(path, managed) for managed in self.managed)
+
+    def manages_directly(self, path: str) -> bool:
+        return self.superuser or path in self.managed
+
+
+def roles(user) -> Roles:
+    cached = getattr(user, "_timeshare_roles", None)
+    if cached is None:
+        cached = Roles(user)
+        user._timeshare_roles = cached
+    return cached
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or _below(path, top)
+
+
+def _below(path: str, top: str) -> bool:
+    return path.startswith(top + PATH_SEPARATOR)
+
+
+def _subtrees(paths, include_top=True) -> Q:
+    condition = Q(pk__in=[])
+    for path in paths:
+        condition |= Q(path__startswith=path + PATH_SEPARATOR)
+        if include_top:
+            condition |= Q(path=path)
+    return condition
+
+
+def restrict_nodes(queryset, user, action: str):
+    who = roles(user)
+    if action == "view":
+        return queryset if who.any else queryset.none()
+    if action == "change":
+        if who.superuser:
+            return queryset.exclude(parent=None)
+        return queryset.filter(_subtrees(who.managed, include_top=False))
+    if action == "history":
+        if who.superuser:
+            return queryset
+        return queryset.filter(_subtrees(who.managed) | Q(path__in=who.member_of))
+    raise ValueError(f"unknown action {action!r}")
+
+
+def restrict_requests(queryset, user, action: str):
+    who = roles(user)
+    if action == "view":
+        if who.superuser:
+            return queryset
+        return queryset.filter(
+            Q(requested_by=user) | _node_subtrees(who.managed)
+        ).distinct()
+    if action == "decide":
+        pending = queryset.filter(state="pending").exclude(requested_by=user)
+        if who.superuser:
+            return pending
+        return pending.filter(node__parent__path__in=who.managed)
+    raise ValueError(f"unknown action {action!r}")
+
+
+def _node_subtrees(paths) -> Q:
+    condition = Q(pk__in=[])
+    for path in paths:
+        condition |= Q(node__path=path) | Q(node__path__startswith=path + PATH_SEPARATOR)
+    return condition
+
+
+def can_edit_shares(user, node) -> bool:
+    return node.parent_id is not None and roles(user).manages_strictly_above(node.path)
+
+
+def can_request_change(user, node) -> bool:
+    return node.parent_id is not None and roles(user).manages_directly(node.path)
+
+
+def can_decide(user, change_request) -> bool:
+    return (
+        change_request.state == "pending"
+        and change_request.requested_by_id != user.pk
+        and roles(user).manages_directly(change_request.node.parent.path)
+    )

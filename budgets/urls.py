@@ -1,0 +1,19 @@
+from django.urls import path
+
+from budgets import views
+
+app_name = "budgets"
+
+urlpatterns = [
+    path("", views.tree, name="tree_default"),
+    path("clusters/<slug:cluster>/", views.tree, name="tree"),
+    path("nodes/<int:pk>/", views.node_detail, name="node"),
+    path("nodes/<int:pk>/history/", views.node_history, name="node_history"),
+    path("nodes/<int:pk>/move/", views.node_move, name="node_move"),
+    path("nodes/<int:pk>/children/new/", views.node_add_child, name="node_add_child"),
+    path("nodes/<int:pk>/requests/new/", views.request_create, name="request_create"),
+    path("history/", views.history, name="history"),
+    path("requests/", views.request_list, name="requests"),
+    path("requests/<int:pk>/", views.request_detail, name="request"),
+    path("requests/<int:pk>/withdraw/", views.request_withdraw, name="request_withdraw"),
+]

@@ -1,0 +1,104 @@
+"""Settings come from the environment only; a bad value stops the process with one line."""
+
+import os
+import sys
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def database(default_path: Path) -> dict:
+    raw = os.environ.get("DATABASE_URL") or f"sqlite:///{default_path}"
+    try:
+        config = dj_database_url.parse(raw, conn_max_age=60)
+    except Exception as error:  # dj_database_url raises several types for a bad URL
+        raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {error}") from None
+    if config.get("ENGINE") not in {
+        "django.db.backends.postgresql",
+        "django.db.backends.sqlite3",
+    }:
+        raise ImproperlyConfigured("DATABASE_URL must be a postgres:// or sqlite:// URL")
+    if config["ENGINE"].endswith("sqlite3"):
+        config["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+        config["CONN_MAX_AGE"] = 0
+    return config
+
+
+def broker_url(embedded_dir: Path) -> str:
+    raw = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
+    if not raw:
+        return "filesystem://"
+    if not raw.startswith(("redis://", "rediss://", "amqp://", "filesystem://", "memory://")):
+        raise ImproperlyConfigured(
+            f"CELERY_BROKER_URL={raw!r} must start with redis://, rediss://, amqp:// or filesystem://"
+        )
+    return raw
+
+
+def secret_key(var_dir: Path) -> str:
+    """An explicit SECRET_KEY wins; otherwise a random key is made once and kept under var/."""
+    raw = os.environ.get("SECRET_KEY")
+    if raw is not None:
+        if len(raw) < 32:
+            raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+        return raw
+    key_file = var_dir / "secret_key"
+    if not key_file.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        var_dir.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(get_random_secret_key())
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+def exit_on_bad_settings() -> None:
+    """Touch the settings once so that a bad environment value ends the process in one line."""
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - forces the settings module to load
+    except ImproperlyConfigured as error:
+        sys.exit(f"timeshare: bad setting: {error}")
+
+
+def plotly_package_data() -> str:
+    import plotly
+
+    return str(Path(plotly.__file__).parent / "package_data")

@@ -1,0 +1,27 @@
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from budgets import services
+from budgets.models import ChangeRequest
+from budgets.permissions import roles
+from scheduler.models import Cluster
+
+
+@login_required
+def home(request):
+    """Where the user stands: the budgets they manage or charge, on every cluster."""
+    who = roles(request.user)
+    mine = set(who.managed) | set(who.member_of)
+    clusters = []
+    for cluster in Cluster.objects.with_gpu_count():
+        rows = [row for row in services.tree_rows(cluster) if row.node.path in mine]
+        clusters.append((cluster, rows))
+    context = {
+        "roles": who,
+        "clusters": clusters,
+        "my_requests": ChangeRequest.objects.filter(requested_by=request.user)
+        .select_related("node", "cluster")[:5],
+        "to_decide": ChangeRequest.objects.restrict(request.user, "decide")
+        .select_related("node", "cluster", "requested_by")[:5],
+    }
+    return render(request, "portal/home.html", context)

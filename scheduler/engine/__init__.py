@@ -1,0 +1,41 @@
+"""Timeshare's scheduling engine: pure Python, no Django. See notes/ENGINE_API.md."""
+
+from .model import (
+    ROOT,
+    BudgetTree,
+    ClusterState,
+    Decision,
+    Hold,
+    Host,
+    HostDrained,
+    HostState,
+    Params,
+    Pass,
+    Placement,
+    Preempt,
+    Run,
+    Start,
+    Stop,
+    Workload,
+    fractions,
+)
+
+__all__ = [
+    "ROOT",
+    "BudgetTree",
+    "ClusterState",
+    "Decision",
+    "Hold",
+    "Host",
+    "HostDrained",
+    "HostState",
+    "Params",
+    "Pass",
+    "Placement",
+    "Preempt",
+    "Run",
+    "Start",
+    "Stop",
+    "Workload",
+    "fractions",
+]

@@ -1,0 +1,267 @@
+"""The nouns of the scheduler: hosts, workloads, runs, the budget tree and decisions.
+
+Everything here is plain data. The rules that act on it live in the sibling modules:
+``fairshare`` (who comes first), ``contract`` (what a workload may ask for and when it may
+be preempted), ``placement`` (which GPUs), ``preemption`` (whom to displace) and
+``scheduling`` (one pass that puts them together).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+ROOT = ""  # the budget tree's root (the organisation) has the empty path
+
+
+class HostState(StrEnum):
+    AVAILABLE = "AVAILABLE"
+    DRAINING = "DRAINING"
+    DRAINED = "DRAINED"
+    REPAIRING = "REPAIRING"
+    DOWN = "DOWN"
+    ESCALATED = "ESCALATED"
+
+
+@dataclass(slots=True)
+class Host:
+    name: str
+    gpus: int
+    group: str = ""  # network group (rail, leaf switch): multi-host work prefers one group
+    state: HostState = HostState.AVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a run sits: ``((host name, (gpu index, ...)), ...)``, indices real and sorted."""
+
+    slots: tuple[tuple[str, tuple[int, ...]], ...]
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(host for host, _ in self.slots)
+
+    @property
+    def gpus(self) -> int:
+        """Number of GPUs held."""
+        return sum(len(indices) for _, indices in self.slots)
+
+    def pairs(self) -> list[tuple[str, int]]:
+        """Every ``(host, gpu index)`` held: what the live loop stores with a unique constraint."""
+        return [(host, index) for host, indices in self.slots for index in indices]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    id: str
+    budget: str  # leaf path, e.g. "prog-a/proj-a1"
+    gpus: int
+    min_runtime: float  # seconds; 0 means unallocated
+    resumable: bool
+    submitted: float  # ORIGINAL submission time: the order inside a leaf, kept on requeue
+    user: str = ""
+    duration: float | None = None  # expected run time (simulator / fleet); None if unknown
+
+    @property
+    def allocated(self) -> bool:
+        return self.min_runtime > 0
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """One attempt at a workload on a placement. Identity-hashed: a run is a thing, not a value."""
+
+    workload: Workload
+    started: float
+    placement: Placement
+    protected_until: float
+    signalled_at: float | None = None
+    number: int = 1
+
+    @property
+    def allocated(self) -> bool:
+        return self.workload.allocated
+
+    @property
+    def gpus(self) -> int:
+        return self.placement.gpus
+
+    def preemptible(self, now: float) -> bool:
+        """Unallocated work always is; allocated work once its minimum runtime has passed."""
+        return not self.workload.allocated or now >= self.protected_until
+
+    def grace_ends(self, grace: float) -> float | None:
+        return None if self.signalled_at is None else self.signalled_at + grace
+
+
+# ---------------------------------------------------------------------------------------------
+# The budget tree
+
+
+def parent_of(path: str) -> str:
+    return path.rpartition("/")[0] if "/" in path else ROOT
+
+
+def ancestors(path: str) -> list[str]:
+    """``"a/b/c" -> ["a", "a/b", "a/b/c"]``: the path from just below the root down to ``path``."""
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+class BudgetTree:
+    """Budget nodes of one cluster with their shares.
+
+    A node's fraction of the cluster is the product down its path of
+    ``shares / sum(shares of all its siblings)``: all siblings count, busy or not, so a
+    program with 70 of 100 shares whose project has 50 of 100 holds 35% whatever else queues.
+    """
+
+    __slots__ = ("shares", "_children", "_fraction", "_depth")
+
+    def __init__(self, shares: dict[str, float]):
+        self.shares: dict[str, float] = {}
+        self._children: dict[str, list[str]] = {ROOT: []}
+        for path, value in shares.items():
+            for node in ancestors(path):
+                if node not in self.shares:
+                    self.shares[node] = 0.0
+                    self._children.setdefault(node, [])
+                    self._children[parent_of(node)].append(node)
+            self.shares[path] = float(value)
+        for kids in self._children.values():
+            kids.sort()
+        self._fraction = {ROOT: 1.0}
+        self._depth = {ROOT: 0}
+        for node in self._preorder():
+            kids = self._children[node]
+            total = sum(self.shares[k] for k in kids)
+            for k in kids:
+                own = self.shares[k] / total if total > 0 else 0.0
+                self._fraction[k] = self._fraction[node] * own
+                self._depth[k] = self._depth[node] + 1
+
+    @classmethod
+    def from_shares(cls, shares: dict[str, float]) -> BudgetTree:
+        return cls(shares)
+
+    def _preorder(self) -> list[str]:
+        out, stack = [], [ROOT]
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            stack.extend(reversed(self._children[node]))
+        return out
+
+    @property
+    def nodes(self) -> list[str]:
+        """Every node except the root, in path order."""
+        return [n for n in self._preorder() if n != ROOT]
+
+    @property
+    def leaves(self) -> list[str]:
+        return [n for n in self.nodes if not self._children[n]]
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._fraction
+
+    def children(self, path: str = ROOT) -> list[str]:
+        return list(self._children.get(path, ()))
+
+    def parent(self, path: str) -> str:
+        return parent_of(path)
+
+    def depth(self, path: str) -> int:
+        return self._depth[path]
+
+    def fraction(self, path: str) -> float:
+        """Share of the whole cluster; 0 for a node without shares or unknown to the tree."""
+        return self._fraction.get(path, 0.0)
+
+    def fractions(self) -> dict[str, float]:
+        return {n: self._fraction[n] for n in self.nodes}
+
+
+def fractions(shares: dict[str, float]) -> dict[str, float]:
+    """``{path: shares} -> {path: fraction of the cluster}`` for every node (the 35% rule).
+
+    The single source of truth the budgets app uses to show "% of cluster".
+    """
+    return BudgetTree(shares).fractions()
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters and the state a pass sees
+
+
+@dataclass(slots=True)
+class Params:
+    window: float = 7 * 86400.0
+    half_life: float | None = None  # exponential decay instead of the hard window
+    max_min_runtime: float = 8 * 3600.0
+    hysteresis: float = 0.1  # a branch is over-used for preemption when ratio > 1 + hysteresis
+    grace: float = 300.0
+    policy: str = "fairshare"  # "fairshare" | "fifo" | "quota"
+
+
+@dataclass(slots=True)
+class ClusterState:
+    now: float
+    hosts: list[Host]
+    running: list[Run]
+    pending: list[Workload]
+    usage: dict[str, float] = field(default_factory=dict)  # leaf -> allocated GPU-s in window
+    capacity: float = 0.0  # GPU-s healthy hosts could give in the (existing part of the) window
+
+
+# ---------------------------------------------------------------------------------------------
+# Decisions of a pass. The driver applies them in list order.
+
+
+@dataclass(slots=True)
+class Start:
+    workload: Workload
+    placement: Placement
+    reason: str
+
+
+@dataclass(slots=True)
+class Preempt:
+    run: Run
+    reason: str
+    for_workload_id: str | None = None
+
+
+@dataclass(slots=True)
+class Stop:
+    run: Run
+    requeue: bool
+    reason: str
+    end_reason: str = "preempted"  # "preempted" | "drained"
+
+
+@dataclass(slots=True)
+class Hold:
+    workload: Workload
+    reason: str
+    hosts: tuple[str, ...]
+    until: float | None = None  # when the held hosts are expected to be free
+
+
+@dataclass(slots=True)
+class HostDrained:
+    host: Host
+    reason: str
+
+
+Decision = Start | Preempt | Stop | Hold | HostDrained
+
+
+@dataclass(slots=True)
+class Pass:
+    decisions: list[Decision] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
+
+    def of(self, kind: type) -> list:
+        return [d for d in self.decisions if isinstance(d, kind)]
