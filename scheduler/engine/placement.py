@@ -40,14 +40,15 @@ class Floor:
         # the single-host threshold is a property of the cluster, not of today's health
         self.largest = max((h.gpus for h in hosts), default=0)
         used: dict[str, set[int]] = {name: set() for name in self.size}
-        self.runs: dict[str, list[Run]] = {name: [] for name in self.size}
+        # per host: (run, its indices here) of runs not yet signalled (possible victims)
+        self.runs: dict[str, list[tuple[Run, tuple[int, ...]]]] = {n: [] for n in self.size}
         self.releasing: dict[str, list[int]] = {name: [] for name in self.size}
         for run in running:
             for host, indices in run.placement.slots:
                 if host in used:
                     used[host].update(indices)
                     if run.signalled_at is None:
-                        self.runs[host].append(run)
+                        self.runs[host].append((run, indices))
                     else:
                         self.releasing[host].extend(indices)
         self.free = {n: [i for i in range(s) if i not in used[n]] for n, s in self.size.items()}

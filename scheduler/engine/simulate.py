@@ -1,0 +1,1208 @@
+"""The discrete-event simulator: replays a trace against a cluster and a budget tree.
+
+It drives the very same ``schedule()`` the live loop calls, with an in-memory clock, jumping
+from one schedulable moment to the next (submission, completion, protection expiry, grace end,
+host failure and repair). It applies the engine's decisions exactly as the live loop does:
+
+* ``Start``       -> a new run, protected until ``now + min_runtime``;
+* ``Preempt``     -> the run is signalled and keeps its GPUs for the grace period;
+* ``Stop``        -> GPUs freed; resumable work back to pending (same workload, same
+                     ``submitted``, new run and protection later), other work ends PREEMPTED;
+* ``HostDrained`` -> the host goes DRAINED, then REPAIRING, then back to AVAILABLE;
+* ``Hold``        -> nothing to apply (a reservation), kept as the workload's last reason.
+
+Host failures (seeded Poisson per host): a soft failure (health signal) drains the host, a hard
+one kills its runs (resumable ones requeued from their last checkpoint, the others FAILED).
+
+Simulator-side model (not scheduling policy): a resumable workload checkpoints when signalled,
+so a preemption loses only the grace period; on a host failure it loses the work since its last
+periodic checkpoint (``--checkpoint-interval``). A non-resumable workload loses its whole run.
+
+Run ``python -m scheduler.engine.simulate --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import heapq
+import json
+import math
+import os
+import re
+import sys
+import time
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .model import (
+    BudgetTree,
+    ClusterState,
+    Hold,
+    Host,
+    HostDrained,
+    HostState,
+    Params,
+    Preempt,
+    Run,
+    Start,
+    Stop,
+    Workload,
+)
+from .traces import (
+    TRACES_DIR,
+    ClusterSpec,
+    ConversionRule,
+    Trace,
+    TraceError,
+    TraceJob,
+    is_debug,
+    job_class,
+    leaves_of,
+    load_tree,
+    parse_cluster,
+    read_trace,
+)
+
+JOBS_COLUMNS = (
+    "job_id", "budget", "user", "gpus", "min_runtime", "resumable", "submit_time",
+    "first_start", "end_time", "state", "wait_s", "run_s", "preemptions", "allocated_gpu_s",
+    "unallocated_gpu_s",
+)
+RUNS_COLUMNS = (
+    "job_id", "run", "start", "end", "gpus", "hosts", "allocated", "protected_until",
+    "end_reason",
+)
+HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
+
+# event kinds, in processing order at equal times
+_COMPLETE, _FAIL, _REPAIR, _WAKE = 0, 1, 2, 3
+
+
+def _schedule_fns():
+    from .scheduling import next_event, schedule
+
+    return schedule, next_event
+
+
+# --------------------------------------------------------------------------------- the ledger
+
+
+class Ledger:
+    """Exact cumulative GPU-seconds per key as a piecewise-linear function of time.
+
+    ``set_rate`` records a breakpoint when a key's rate (GPUs charged) changes; the hard-window
+    usage at ``now`` is ``C(now) - C(now - window)``, with a moving pointer per key (queries come
+    in time order), so a pass costs O(keys). With a half-life the decayed integral is kept
+    incrementally. ``cum(key, t)`` answers any past time by bisection (for the reports).
+    """
+
+    def __init__(self, window: float, half_life: float | None = None):
+        self.window = window
+        self.k = math.log(2.0) / half_life if half_life else 0.0
+        self.bt: dict[str, list[float]] = {}  # breakpoint times
+        self.bc: dict[str, list[float]] = {}  # cumulative at breakpoints
+        self.br: dict[str, list[float]] = {}  # rate after breakpoints
+        self.lo: dict[str, int] = {}  # pointer for window queries
+        self.dv: dict[str, float] = {}  # decayed value at dt
+        self.dt: dict[str, float] = {}
+
+    def rate(self, key: str) -> float:
+        r = self.br.get(key)
+        return r[-1] if r else 0.0
+
+    def set_rate(self, key: str, now: float, delta: float) -> None:
+        bt = self.bt.get(key)
+        if bt is None:
+            self.bt[key], self.bc[key], self.br[key] = [now], [0.0], [delta]
+            self.lo[key] = 0
+            self.dv[key], self.dt[key] = 0.0, now
+            return
+        bc, br = self.bc[key], self.br[key]
+        rate = br[-1]
+        c = bc[-1] + rate * (now - bt[-1])
+        if self.k:
+            self.dv[key] = self._decayed(key, now)
+            self.dt[key] = now
+        if bt[-1] == now:
+            bc[-1], br[-1] = c, rate + delta
+        else:
+            bt.append(now)
+            bc.append(c)
+            br.append(rate + delta)
+
+    def _decayed(self, key: str, now: float) -> float:
+        dtime = now - self.dt[key]
+        rate = self.br[key][-1]
+        if dtime <= 0:
+            return self.dv[key]
+        e = math.exp(-self.k * dtime)
+        return self.dv[key] * e + rate * (1.0 - e) / self.k
+
+    def cum(self, key: str, t: float) -> float:
+        bt = self.bt.get(key)
+        if not bt:
+            return 0.0
+        i = bisect_right(bt, t) - 1
+        if i < 0:
+            return 0.0
+        return self.bc[key][i] + self.br[key][i] * (t - bt[i])
+
+    def window_value(self, key: str, now: float) -> float:
+        """Usage in ``[now - window, now]`` (or decayed), ``now`` non-decreasing across calls."""
+        bt = self.bt.get(key)
+        if not bt:
+            return 0.0
+        if self.k:
+            return self._decayed(key, now)
+        bc, br = self.bc[key], self.br[key]
+        c_now = bc[-1] + br[-1] * (now - bt[-1])
+        x = now - self.window
+        if x <= bt[0]:
+            return c_now
+        i = self.lo[key]
+        n = len(bt)
+        while i + 1 < n and bt[i + 1] <= x:
+            i += 1
+        self.lo[key] = i
+        return c_now - (bc[i] + br[i] * (x - bt[i]))
+
+
+# ------------------------------------------------------------------------------------ records
+
+
+@dataclass(slots=True)
+class JobRecord:
+    job: TraceJob
+    workload: Workload
+    state: str = "pending"  # pending/running -> completed, preempted, failed, refused
+    first_start: float | None = None
+    end_time: float | None = None
+    wait_s: float = 0.0
+    queued_since: float | None = None
+    run_s: float = 0.0
+    preemptions: int = 0
+    requeues: int = 0
+    allocated_gpu_s: float = 0.0
+    unallocated_gpu_s: float = 0.0
+    remaining: float = 0.0  # work left (seconds)
+    runs: int = 0
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class RunRecord:
+    job_id: str
+    run: int
+    start: float
+    end: float | None
+    gpus: int
+    hosts: str
+    allocated: bool
+    protected_until: float
+    end_reason: str = ""
+    signalled_at: float | None = None
+    preempt_reason: str = ""
+    for_workload_id: str | None = None
+    lost_gpu_s: float = 0.0
+
+
+@dataclass(slots=True)
+class PreemptionRecord:
+    """One Preempt decision with the standing the engine saw (for checks and reports)."""
+
+    time: float
+    job_id: str
+    run: int
+    budget: str
+    allocated: bool
+    protected_until: float
+    for_workload_id: str | None
+    for_budget: str | None
+    victim_ratio: float | None  # ratio of the victim's branch where it diverges from requester
+    requester_ratio: float | None
+    drain: bool
+    reason: str
+
+
+@dataclass
+class SimConfig:
+    params: Params = field(default_factory=Params)
+    seed: int = 0
+    failure_rate: float = 0.0  # per host per day
+    repair_time: float = 4 * 3600.0
+    soft_fraction: float = 0.5  # failures announced by a health signal: drained, not killed
+    repair_fail: float = 0.1  # chance one automated repair attempt fails
+    repair_attempts: int = 3  # failed attempts before a human is called (ESCALATED)
+    escalation_time: float = 86400.0
+    checkpoint_interval: float = 3600.0
+    until: float | None = None  # stop the clock here (runs still running / queued at the end)
+
+
+# --------------------------------------------------------------------------------- simulator
+
+
+class Simulator:
+    def __init__(
+        self,
+        jobs: list[TraceJob],
+        shares: dict[str, float],
+        cluster: ClusterSpec,
+        config: SimConfig | None = None,
+    ):
+        self.config = config or SimConfig()
+        self.params = self.config.params
+        self.tree = BudgetTree.from_shares(shares)
+        self.shares = shares
+        self.cluster = cluster
+        self.hosts = [Host(h.name, h.gpus, h.group) for h in cluster.hosts]
+        self.host_by_name = {h.name: h for h in self.hosts}
+        self.host_index = {h.name: i for i, h in enumerate(self.hosts)}
+        self.schedule, self.next_event = _schedule_fns()
+        self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
+        self.jobs: dict[str, JobRecord] = {}
+        self.run_records: list[RunRecord] = []
+        self.preemptions: list[PreemptionRecord] = []
+        self.running: dict[str, Run] = {}  # workload id -> run
+        self.run_rec: dict[str, RunRecord] = {}  # workload id -> record of its current run
+        self.pending: dict[str, Workload] = {}
+        self.pending_gpus: Counter[int] = Counter()
+        self.pending_allocated = 0
+        self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
+        self.free_avail = sum(h.gpus for h in self.hosts)
+        self.healthy_gpus = self.free_avail
+        self.events: list[tuple] = []
+        self.seq = 0
+        self.now = 0.0
+        self.ledger = Ledger(self.params.window, self.params.half_life)
+        self.leaves: list[str] = []
+        self.alloc_busy = 0
+        self.unalloc_busy = 0
+        self.series: list[tuple[float, int, int, int]] = []
+        self.passes = 0
+        self.skipped = 0
+        self.holds = 0
+        self.grace_heap: list[tuple[float, str, int]] = []
+        self.prot_heap: list[tuple[float, str, int]] = []
+        self.unalloc_unsignalled = 0
+        self.draining: set[str] = set()
+        self.repairs = 0
+        self.escalations = 0
+        self.failures = Counter()
+        self.refused = 0
+        self.clamped = 0
+        self.wall = 0.0
+        self.rng = np.random.default_rng(self.config.seed)
+        self.attempts: dict[str, int] = {}
+        self.last_ended: RunRecord | None = None
+        self.notes: list[str] = []
+        self.trace_description = ""
+
+    # ---------------------------------------------------------------- events
+    def _push(self, t: float, kind: int, key: str = "", num: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, kind, self.seq, key, num))
+
+    def _next_failure(self, host: str, now: float) -> None:
+        rate = self.config.failure_rate
+        if rate > 0:
+            self._push(now + float(self.rng.exponential(86400.0 / rate)), _FAIL, host)
+
+    # ---------------------------------------------------------------- bookkeeping
+    def _enqueue(self, w: Workload, now: float) -> None:
+        self.pending[w.id] = w
+        self.pending_gpus[w.gpus] += 1
+        if w.min_runtime > 0:
+            self.pending_allocated += 1
+        self.jobs[w.id].queued_since = now
+
+    def _dequeue(self, w: Workload, now: float) -> None:
+        del self.pending[w.id]
+        self.pending_gpus[w.gpus] -= 1
+        if not self.pending_gpus[w.gpus]:
+            del self.pending_gpus[w.gpus]
+        if w.min_runtime > 0:
+            self.pending_allocated -= 1
+        rec = self.jobs[w.id]
+        rec.wait_s += now - rec.queued_since
+        rec.queued_since = None
+
+    def _submit(self, tj: TraceJob, now: float) -> None:
+        min_rt = tj.min_runtime
+        if min_rt > self.params.max_min_runtime:
+            min_rt = self.params.max_min_runtime
+            self.clamped += 1
+        w = Workload(tj.job_id, tj.budget, tj.gpus, min_rt, tj.resumable, tj.submit_time,
+                     tj.user, tj.duration)
+        rec = JobRecord(tj, w, remaining=tj.duration)
+        self.jobs[w.id] = rec
+        if w.min_runtime > 0 and self.tree.fraction(w.budget) <= 0:
+            rec.state = "refused"
+            rec.end_time = now
+            rec.reason = (f"{w.budget} has no allocation on this cluster: only unallocated "
+                          f"work (min_runtime 0) may run there")
+            self.refused += 1
+            return
+        self._enqueue(w, now)
+
+    def _start(self, d: Start, now: float) -> None:
+        w = d.workload
+        rec = self.jobs[w.id]
+        if w.id not in self.pending:
+            raise SimulationError(f"engine started {w.id} which is not pending")
+        for host, idx in d.placement.slots:
+            h = self.host_by_name.get(host)
+            if h is None or h.state != HostState.AVAILABLE:
+                raise SimulationError(f"engine placed {w.id} on unavailable host {host}")
+            used = self.used[host]
+            for i in idx:
+                if i in used or i < 0 or i >= h.gpus:
+                    raise SimulationError(f"engine assigned {host} GPU {i} twice ({w.id})")
+                used.add(i)
+        if d.placement.gpus != w.gpus:
+            raise SimulationError(f"engine gave {w.id} {d.placement.gpus} GPUs, asked {w.gpus}")
+        self._dequeue(w, now)
+        self.free_avail -= w.gpus
+        rec.runs += 1
+        run = Run(w, now, d.placement, now + w.min_runtime, None, rec.runs)
+        self.running[w.id] = run
+        rr = RunRecord(w.id, rec.runs, now, None, w.gpus, " ".join(d.placement.hosts),
+                       w.min_runtime > 0, run.protected_until)
+        self.run_records.append(rr)
+        self.run_rec[w.id] = rr
+        if rec.first_start is None:
+            rec.first_start = now
+        rec.state = "running"
+        if w.min_runtime > 0:
+            self.alloc_busy += w.gpus
+            self.ledger.set_rate(w.budget, now, w.gpus)
+            heapq.heappush(self.prot_heap, (run.protected_until, w.id, rec.runs))
+        else:
+            self.unalloc_busy += w.gpus
+            self.unalloc_unsignalled += 1
+        self._push(now + rec.remaining, _COMPLETE, w.id, rec.runs)
+
+    def _end_run(self, wid: str, now: float, end_reason: str) -> tuple[Run, JobRecord]:
+        """Free a run's GPUs and close its record (kept as ``self.last_ended``)."""
+        run = self.running.pop(wid)
+        rec = self.jobs[wid]
+        rr = self.last_ended = self.run_rec.pop(wid)
+        rr.end = now
+        rr.end_reason = end_reason
+        w = run.workload
+        span = now - run.started
+        rec.run_s += span
+        for host, idx in run.placement.slots:
+            used = self.used[host]
+            used.difference_update(idx)
+            if self.host_by_name[host].state == HostState.AVAILABLE:
+                self.free_avail += len(idx)
+        if w.min_runtime > 0:
+            self.alloc_busy -= w.gpus
+            self.ledger.set_rate(w.budget, now, -w.gpus)
+            rec.allocated_gpu_s += span * w.gpus
+        else:
+            self.unalloc_busy -= w.gpus
+            rec.unallocated_gpu_s += span * w.gpus
+            if run.signalled_at is None:
+                self.unalloc_unsignalled -= 1
+        return run, rec
+
+    def _requeue(self, run: Run, rec: JobRecord, now: float, progress: float) -> None:
+        rec.remaining = max(0.0, rec.remaining - progress)
+        rec.requeues += 1
+        w = replace(run.workload, duration=rec.remaining)  # same id, same `submitted`
+        rec.workload = w
+        rec.state = "pending"
+        self._enqueue(w, now)
+
+    def _complete(self, wid: str, num: int, now: float) -> bool:
+        run = self.running.get(wid)
+        if run is None or run.number != num:
+            return False  # stale: that run was stopped earlier
+        _, rec = self._end_run(wid, now, "completed")
+        rec.state = "completed"
+        rec.end_time = now
+        rec.remaining = 0.0
+        return True
+
+    def _preempt(self, d: Preempt, now: float, standing) -> None:
+        run = d.run
+        wid = run.workload.id
+        if self.running.get(wid) is not run:
+            raise SimulationError(f"engine preempted {wid} which is not running")
+        if run.signalled_at is not None:
+            raise SimulationError(f"engine preempted {wid} twice")
+        run.signalled_at = now
+        if run.workload.min_runtime <= 0:
+            self.unalloc_unsignalled -= 1
+        rr = self.run_rec[wid]
+        rr.signalled_at = now
+        rr.preempt_reason = d.reason
+        rr.for_workload_id = d.for_workload_id
+        heapq.heappush(self.grace_heap, (now + self.params.grace, wid, run.number))
+        self._push(now + self.params.grace, _WAKE)
+        drain = any(self.host_by_name[h].state != HostState.AVAILABLE
+                    for h in run.placement.hosts)
+        req = self.jobs.get(d.for_workload_id) if d.for_workload_id else None
+        vr = rq = None
+        if req is not None and standing is not None:
+            a, b = standing.diverge(run.workload.budget, req.workload.budget)
+            vr, rq = standing.ratio(a), standing.ratio(b)
+        self.preemptions.append(PreemptionRecord(
+            now, wid, run.number, run.workload.budget, run.workload.min_runtime > 0,
+            run.protected_until, d.for_workload_id, req.workload.budget if req else None,
+            vr, rq, drain and req is None, d.reason))
+
+    def _stop(self, d: Stop, now: float) -> None:
+        run = d.run
+        wid = run.workload.id
+        if self.running.get(wid) is not run:
+            raise SimulationError(f"engine stopped {wid} which is not running")
+        end_reason = d.end_reason if d.end_reason in ("preempted", "drained") else "preempted"
+        run, rec = self._end_run(wid, now, end_reason)
+        record = self.last_ended
+        rec.preemptions += 1
+        signalled = run.signalled_at if run.signalled_at is not None else now
+        w = run.workload
+        if d.requeue and w.resumable:
+            record.lost_gpu_s = (now - signalled) * w.gpus
+            self._requeue(run, rec, now, signalled - run.started)
+        else:
+            record.lost_gpu_s = (now - run.started) * w.gpus
+            rec.state = "preempted"
+            rec.end_time = now
+            if d.requeue:
+                rec.reason = "engine asked to requeue a non-resumable workload: ended PREEMPTED"
+
+    def _host_state(self, host: Host, state: HostState) -> None:
+        was_avail = host.state == HostState.AVAILABLE
+        was_healthy = host.state in HEALTHY
+        host.state = state
+        now_avail = state == HostState.AVAILABLE
+        now_healthy = state in HEALTHY
+        free = host.gpus - len(self.used[host.name])
+        if was_avail and not now_avail:
+            self.free_avail -= free
+        elif now_avail and not was_avail:
+            self.free_avail += free
+        if was_healthy != now_healthy:
+            delta = host.gpus if now_healthy else -host.gpus
+            self.healthy_gpus += delta
+            self.ledger.set_rate("\0capacity", self.now, delta)
+        if state == HostState.DRAINING:
+            self.draining.add(host.name)
+        else:
+            self.draining.discard(host.name)
+
+    def _fail(self, name: str, now: float) -> None:
+        host = self.host_by_name[name]
+        if host.state != HostState.AVAILABLE:
+            return  # already draining or out: the next failure is drawn after its repair
+        if self.rng.random() < self.config.soft_fraction:
+            self.failures["soft"] += 1
+            self._host_state(host, HostState.DRAINING)  # the engine drains it
+            return
+        self.failures["hard"] += 1
+        victims = [wid for wid, run in self.running.items() if name in run.placement.hosts]
+        for wid in sorted(victims):
+            run, rec = self._end_run(wid, now, "host_failure")
+            record = self.last_ended
+            w = run.workload
+            if w.resumable:
+                ck = self.config.checkpoint_interval
+                done = now - run.started
+                kept = math.floor(done / ck) * ck if ck > 0 else done
+                record.lost_gpu_s = (done - kept) * w.gpus
+                self._requeue(run, rec, now, kept)
+            else:
+                record.lost_gpu_s = (now - run.started) * w.gpus
+                rec.state = "failed"
+                rec.end_time = now
+        self._host_state(host, HostState.DOWN)
+        self._push(now + self.config.repair_time, _REPAIR, name)
+
+    def _repair_done(self, name: str, now: float) -> None:
+        host = self.host_by_name[name]
+        if host.state == HostState.ESCALATED:
+            self._host_state(host, HostState.AVAILABLE)
+            self._next_failure(name, now)
+            return
+        self.repairs += 1
+        n = self.attempts.get(name, 0)
+        if self.rng.random() < self.config.repair_fail:
+            n += 1
+            if n >= self.config.repair_attempts:
+                self.attempts[name] = 0
+                self.escalations += 1
+                self._host_state(host, HostState.ESCALATED)
+                self._push(now + self.config.escalation_time, _REPAIR, name)
+            else:
+                self.attempts[name] = n
+                self._host_state(host, HostState.REPAIRING)
+                self._push(now + self.config.repair_time, _REPAIR, name)
+            return
+        self.attempts[name] = 0
+        self._host_state(host, HostState.AVAILABLE)
+        self._next_failure(name, now)
+
+    # ---------------------------------------------------------------- passes
+    def _state(self, now: float) -> ClusterState:
+        ledger = self.ledger
+        usage = {leaf: ledger.window_value(leaf, now) for leaf in self.leaves}
+        capacity = ledger.window_value("\0capacity", now)
+        return ClusterState(now, self.hosts, list(self.running.values()),
+                            list(self.pending.values()), usage, capacity)
+
+    def _grace_due(self, now: float) -> bool:
+        gh = self.grace_heap
+        while gh:
+            t, wid, num = gh[0]
+            run = self.running.get(wid)
+            if run is None or run.number != num:
+                heapq.heappop(gh)
+                continue
+            return t <= now
+        return False
+
+    def _preemptible_allocated(self, now: float) -> bool:
+        ph = self.prot_heap
+        while ph:
+            t, wid, num = ph[0]
+            run = self.running.get(wid)
+            if run is None or run.number != num or run.signalled_at is not None:
+                heapq.heappop(ph)
+                continue
+            return t <= now
+        return False
+
+    def _needs_pass(self, now: float) -> bool:
+        if self.draining or self._grace_due(now):
+            return True
+        if not self.pending:
+            return False
+        if self.free_avail >= min(self.pending_gpus):
+            return True
+        if self.params.policy != "fairshare" or not self.pending_allocated:
+            return False
+        return self.unalloc_unsignalled > 0 or self._preemptible_allocated(now)
+
+    def _pass(self, now: float) -> None:
+        for _ in range(8):
+            state = self._state(now)
+            result = self.schedule(state, self.tree, self.params)
+            self.passes += 1
+            standing = None
+            again = False
+            for d in result.decisions:
+                if isinstance(d, Start):
+                    self._start(d, now)
+                elif isinstance(d, Preempt):
+                    if standing is None and d.for_workload_id is not None:
+                        from .fairshare import Standing
+
+                        standing = Standing(self.tree, state.usage, state.capacity)
+                    self._preempt(d, now, standing)
+                    again = again or self.params.grace <= 0
+                elif isinstance(d, Stop):
+                    self._stop(d, now)
+                    again = True
+                elif isinstance(d, HostDrained):
+                    host = self.host_by_name[d.host.name]
+                    self._host_state(host, HostState.DRAINED)
+                    self._host_state(host, HostState.REPAIRING)
+                    self._push(now + self.config.repair_time, _REPAIR, host.name)
+                    again = True
+                elif isinstance(d, Hold):
+                    self.holds += 1
+            for wid, why in result.waiting.items():
+                rec = self.jobs.get(wid)
+                if rec is not None:
+                    rec.reason = why
+            if not again or not (self.pending or self.draining or self._grace_due(now)):
+                break
+        if self.pending:
+            nxt = self.next_event(self._state(now), self.params)
+            if nxt is not None and nxt > now:
+                self._push(nxt, _WAKE)
+
+    # ---------------------------------------------------------------- main loop
+    def run(self) -> SimResult:
+        t0 = time.perf_counter()
+        until = self.config.until
+        jobs = self.trace_jobs
+        leaves = set(leaves_of(self.shares))
+        leaves.update(j.budget for j in jobs if j.min_runtime > 0)
+        self.leaves = sorted(leaves)
+        self.ledger.set_rate("\0capacity", 0.0, self.healthy_gpus)
+        for h in self.hosts:
+            self._next_failure(h.name, 0.0)
+        i, n = 0, len(jobs)
+        events = self.events
+        series = self.series
+        now = 0.0
+        while True:
+            t_sub = jobs[i].submit_time if i < n else math.inf
+            t_ev = events[0][0] if events else math.inf
+            t = min(t_sub, t_ev)
+            if t == math.inf:
+                break
+            if i >= n and not self.running and not self.draining and (
+                not self.pending or self.free_avail == self.cluster.total_gpus
+            ):
+                break  # idle, or what is left can never fit: only host failures would follow
+            if until is not None and t > until:
+                break
+            now = self.now = t
+            changed = False
+            while events and events[0][0] <= t:
+                _, kind, _, key, num = heapq.heappop(events)
+                if kind == _COMPLETE:
+                    changed |= self._complete(key, num, t)
+                elif kind == _FAIL:
+                    self._fail(key, t)
+                    changed = True
+                elif kind == _REPAIR:
+                    self._repair_done(key, t)
+                    changed = True
+                else:
+                    changed = True
+            while i < n and jobs[i].submit_time <= t:
+                self._submit(jobs[i], t)
+                i += 1
+                changed = True
+            if changed:
+                if self._needs_pass(t):
+                    self._pass(t)
+                else:
+                    self.skipped += 1
+            series.append((t, self.alloc_busy, self.unalloc_busy, self.healthy_gpus))
+        end = now if until is None else max(now, until if (self.running or self.pending or i < n)
+                                              else now)
+        for j in jobs[i:]:
+            if until is None or j.submit_time <= end:
+                self._submit(j, j.submit_time)
+        self.now = end
+        self.wall = time.perf_counter() - t0
+        return SimResult.build(self, end)
+
+
+class SimulationError(RuntimeError):
+    """The engine returned a decision the driver cannot apply (a bug, never bad input)."""
+
+
+# ------------------------------------------------------------------------------------ results
+
+
+def _pct(values, qs=(50, 95, 99)) -> dict[str, float | None]:
+    if len(values) == 0:
+        return {f"p{q}": None for q in qs} | {"n": 0}
+    arr = np.asarray(values, dtype=float)
+    out: dict = {f"p{q}": float(np.percentile(arr, q)) for q in qs}
+    out["mean"] = float(arr.mean())
+    out["n"] = int(arr.size)
+    return out
+
+
+@dataclass
+class SimResult:
+    jobs: list[JobRecord]
+    runs: list[RunRecord]
+    preemptions: list[PreemptionRecord]
+    summary: dict
+    end: float
+
+    @classmethod
+    def build(cls, sim: Simulator, end: float) -> SimResult:
+        # close open runs and queues at the end (records only: the engine is done)
+        for wid, run in sim.running.items():
+            rr = sim.run_rec[wid]
+            rr.end = end
+            rr.end_reason = "still_running"
+            rec = sim.jobs[wid]
+            span = end - run.started
+            rec.run_s += span
+            if run.workload.min_runtime > 0:
+                rec.allocated_gpu_s += span * run.workload.gpus
+            else:
+                rec.unallocated_gpu_s += span * run.workload.gpus
+            rec.state = "running"
+        for wid in sim.pending:
+            rec = sim.jobs[wid]
+            rec.wait_s += max(0.0, end - rec.queued_since)
+            rec.state = "queued"
+        jobs = sorted(sim.jobs.values(), key=lambda r: (r.job.submit_time, r.job.job_id))
+        res = cls(jobs, sim.run_records, sim.preemptions, {}, end)
+        res.summary = summarize(sim, res, end)
+        return res
+
+    # ------------------------------------------------------------ files
+    def write_csvs(self, out: Path) -> None:
+        with open(out / "jobs.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(JOBS_COLUMNS)
+            for r in self.jobs:
+                j = r.job
+                w.writerow((
+                    j.job_id, j.budget, j.user, j.gpus, _f(r.workload.min_runtime),
+                    int(j.resumable), _f(j.submit_time), _f(r.first_start), _f(r.end_time),
+                    r.state, _f(r.wait_s), _f(r.run_s), r.preemptions,
+                    _f(r.allocated_gpu_s), _f(r.unallocated_gpu_s),
+                ))
+        with open(out / "runs.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(RUNS_COLUMNS)
+            for r in self.runs:
+                w.writerow((r.job_id, r.run, _f(r.start), _f(r.end), r.gpus, r.hosts,
+                            int(r.allocated), _f(r.protected_until), r.end_reason))
+
+    def write(self, out: Path | str, html: bool = True) -> dict[str, Path]:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.write_csvs(out)
+        paths = {"jobs": out / "jobs.csv", "runs": out / "runs.csv",
+                 "summary": out / "summary.json"}
+        with open(paths["summary"], "w", encoding="utf-8") as fh:
+            json.dump(self.summary, fh, indent=1, default=_json_default)
+        if html:
+            from .report import write_report
+
+            paths["report"] = out / "report.html"
+            write_report(self.summary, paths["report"])
+        return paths
+
+
+def _json_default(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(type(o))
+
+
+def _f(x: float | None) -> str:
+    if x is None:
+        return ""
+    return f"{x:.3f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
+    p = sim.params
+    jobs = res.jobs
+    waits: dict[str, list[float]] = {"all": [], "debug": [], "allocated": [], "unallocated": []}
+    by_budget: dict[str, list[float]] = {}
+    states = Counter(r.state for r in jobs)
+    for r in jobs:
+        if r.first_start is None:
+            continue
+        w = r.wait_s
+        waits["all"].append(w)
+        waits[job_class(r.workload.gpus, r.workload.min_runtime)].append(w)
+        by_budget.setdefault(r.job.budget, []).append(w)
+    never = sum(1 for r in jobs if r.first_start is None and r.state == "queued")
+    # occupancy from the step series
+    ser = np.asarray(sim.series, dtype=float) if sim.series else np.zeros((0, 4))
+    occ = {"allocated_gpu_s": 0.0, "unallocated_gpu_s": 0.0, "healthy_gpu_s": 0.0}
+    timeline = {"t": [], "allocated": [], "unallocated": [], "idle": [], "down": []}
+    total = sim.cluster.total_gpus
+    if len(ser) >= 1:
+        t = np.append(ser[:, 0], end)
+        dt = np.diff(t)
+        occ["allocated_gpu_s"] = float((ser[:, 1] * dt).sum())
+        occ["unallocated_gpu_s"] = float((ser[:, 2] * dt).sum())
+        occ["healthy_gpu_s"] = float((ser[:, 3] * dt).sum())
+        nb = 400
+        span = max(end - ser[0, 0], 1e-9)
+        edges = np.linspace(ser[0, 0], ser[0, 0] + span, nb + 1)
+        # integrate the step functions per bucket
+        cum_t = np.concatenate([[0.0], np.cumsum(dt)])
+        for col, name in ((1, "allocated"), (2, "unallocated"), (3, "healthy")):
+            cum = np.concatenate([[0.0], np.cumsum(ser[:, col] * dt)])
+            vals = np.interp(edges, t, cum)
+            avg = np.diff(vals) / np.diff(edges)
+            timeline[name] = avg
+        del cum_t
+        healthy = timeline.pop("healthy")
+        timeline["idle"] = np.maximum(0.0, healthy - timeline["allocated"]
+                                      - timeline["unallocated"])
+        timeline["down"] = np.maximum(0.0, total - healthy)
+        timeline["t"] = edges[:-1]
+        timeline = {k: [round(float(x), 3) for x in v] for k, v in timeline.items()}
+    hs = occ["healthy_gpu_s"] or 1.0
+    occupancy = {
+        "allocated": occ["allocated_gpu_s"] / hs,
+        "unallocated": occ["unallocated_gpu_s"] / hs,
+        "idle": max(0.0, 1 - (occ["allocated_gpu_s"] + occ["unallocated_gpu_s"]) / hs),
+        "availability": occ["healthy_gpu_s"] / (total * (end - (ser[0, 0] if len(ser) else 0))
+                                                 or 1.0),
+    } | occ
+    # delivered vs entitlement per window, per node (leaves and their ancestors)
+    W = p.window
+    nwin = max(1, math.ceil(end / W)) if end > 0 else 1
+    bounds = [min(k * W, end) for k in range(nwin + 1)]
+    cap = [sim.ledger.cum("\0capacity", b) for b in bounds]
+    nodes = sim.tree.nodes
+    leaf_cum = {leaf: [sim.ledger.cum(leaf, b) for b in bounds] for leaf in sim.leaves}
+    budgets = {}
+    for node in nodes:
+        frac = sim.tree.fraction(node)
+        cums = [0.0] * len(bounds)
+        for leaf, lc in leaf_cum.items():
+            if leaf == node or leaf.startswith(node + "/"):
+                cums = [a + b for a, b in zip(cums, lc, strict=True)]
+        delivered = [cums[k + 1] - cums[k] for k in range(nwin)]
+        ent = [frac * (cap[k + 1] - cap[k]) for k in range(nwin)]
+        ratios = [d / e if e > 0 else None for d, e in zip(delivered, ent, strict=True)]
+        full = [r for k, r in enumerate(ratios) if r is not None and k >= 1
+                and bounds[k + 1] - bounds[k] >= W - 1e-6]
+        budgets[node] = {
+            "fraction": frac, "leaf": not sim.tree.children(node),
+            "delivered_gpu_s": delivered, "entitlement_gpu_s": ent, "ratio": ratios,
+            "delivered_total_gpu_s": sum(delivered), "entitlement_total_gpu_s": sum(ent),
+            "ratio_after_first_window": {
+                "min": min(full) if full else None, "max": max(full) if full else None,
+                "mean": sum(full) / len(full) if full else None},
+        }
+    lost_pre = sum(r.lost_gpu_s for r in res.runs if r.end_reason in ("preempted", "drained"))
+    lost_fail = sum(r.lost_gpu_s for r in res.runs if r.end_reason == "host_failure")
+    reb = [x for x in res.preemptions if x.for_workload_id is not None]
+    ends = Counter(r.end_reason for r in res.runs)
+    class_quantiles = {k: (np.percentile(v, np.linspace(0, 100, 101)).round(3).tolist()
+                           if v else []) for k, v in waits.items()}
+    debug_p95 = _pct(waits["debug"])["p95"]
+    notes = list(sim.notes)
+    if debug_p95 is not None and debug_p95 > 120:
+        notes.append(explain_debug_wait(sim, res))
+    return {
+        "trace": sim.trace_description,
+        "cluster": sim.cluster.describe(),
+        "params": {"policy": p.policy, "window_s": p.window, "half_life_s": p.half_life,
+                   "max_min_runtime_s": p.max_min_runtime, "hysteresis": p.hysteresis,
+                   "grace_s": p.grace, "seed": sim.config.seed,
+                   "failure_rate_per_host_day": sim.config.failure_rate,
+                   "repair_time_s": sim.config.repair_time, "until_s": sim.config.until},
+        "end_s": end,
+        "wall_s": sim.wall,
+        "passes": sim.passes,
+        "skipped_passes": sim.skipped,
+        "jobs": len(jobs),
+        "states": dict(states),
+        "never_started": never,
+        "refused": sim.refused,
+        "min_runtime_clamped": sim.clamped,
+        "waits": {k: _pct(v) for k, v in waits.items()},
+        "wait_quantiles_by_class": class_quantiles,
+        "waits_by_budget": {b: _pct(v) for b, v in sorted(by_budget.items())},
+        "runs": len(res.runs),
+        "run_end_reasons": dict(ends),
+        "preemptions": {"total": len(res.preemptions), "rebalancing": len(reb),
+                        "of_unallocated": sum(1 for x in reb if not x.allocated),
+                        "of_allocated": sum(1 for x in reb if x.allocated),
+                        "drain": sum(1 for x in res.preemptions if x.for_workload_id is None)},
+        "requeues": sum(r.requeues for r in jobs),
+        "holds": sim.holds,
+        "gpu_hours_lost": {"preemption": lost_pre / 3600, "host_failure": lost_fail / 3600},
+        "occupancy": occupancy,
+        "timeline": timeline,
+        "window_bounds_s": bounds,
+        "budgets": budgets,
+        "hosts": {"failures": dict(sim.failures), "repairs": sim.repairs,
+                  "escalated": sim.escalations,
+                  "escalated_share": sim.escalations / sim.repairs if sim.repairs else 0.0},
+        "notes": notes,
+    }
+
+
+def explain_debug_wait(sim: Simulator, res: SimResult) -> str:
+    """Why debug workloads waited more than 2 minutes at p95 (printed and in the report)."""
+    slow = [r for r in res.jobs if r.first_start is not None
+            and is_debug(r.workload.gpus, r.workload.min_runtime) and r.wait_s > 120]
+    over = Counter()
+    for r in slow:
+        b = sim.jobs[r.job.job_id].job.budget
+        over[b] += 1
+    top = ", ".join(f"{b} ({n})" for b, n in over.most_common(3))
+    return (f"debug p95 wait above 2 min: {len(slow)} debug workloads waited > 2 min, mostly in "
+            f"{top}; they wait when their budget ranks below others (over its entitlement) and "
+            f"no GPU frees within the wait - every GPU held by protected allocated work, "
+            f"which is never preempted; shorter max min_runtime or a larger share for those "
+            f"budgets shortens it")
+
+
+# ------------------------------------------------------------------------- summary printing
+
+
+def _h(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.1f}m"
+    if s < 172800:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"
+
+
+def format_summary(s: dict) -> str:
+    out = []
+    if s.get("trace"):
+        out.append(s["trace"])
+    out.append(s["cluster"])
+    p = s["params"]
+    out.append(
+        f"policy {p['policy']}, window {_h(p['window_s'])}"
+        + (f", half-life {_h(p['half_life_s'])}" if p["half_life_s"] else "")
+        + f", max min_runtime {_h(p['max_min_runtime_s'])}, hysteresis {p['hysteresis']:g}, "
+        f"grace {_h(p['grace_s'])}, seed {p['seed']}"
+    )
+    out.append(
+        f"simulated {_h(s['end_s'])} in {s['wall_s']:.2f}s wall, {s['passes']} passes "
+        f"({s['skipped_passes']} skipped); {s['jobs']} workloads: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(s["states"].items()))
+    )
+    out.append("")
+    out.append(f"{'queue wait':<28}{'n':>8}{'p50':>9}{'p95':>9}{'p99':>9}")
+    rows = [("all", s["waits"]["all"]), ("debug (<=2 GPUs, <=15m)", s["waits"]["debug"]),
+            ("allocated (other)", s["waits"]["allocated"]),
+            ("unallocated", s["waits"]["unallocated"])]
+    rows += [(f"  {b}", v) for b, v in s["waits_by_budget"].items()]
+    for name, v in rows:
+        out.append(f"{name[:27]:<28}{v['n']:>8}{_h(v['p50']):>9}{_h(v['p95']):>9}"
+                   f"{_h(v['p99']):>9}")
+    pre = s["preemptions"]
+    out.append("")
+    out.append(
+        f"preemptions {pre['total']} (rebalancing {pre['rebalancing']}: "
+        f"{pre['of_unallocated']} unallocated, {pre['of_allocated']} allocated; "
+        f"drain {pre['drain']}), requeues {s['requeues']}, holds {s['holds']}, "
+        f"GPU-hours lost to preemption {s['gpu_hours_lost']['preemption']:.1f}, "
+        f"to host failures {s['gpu_hours_lost']['host_failure']:.1f}"
+    )
+    o = s["occupancy"]
+    out.append(
+        f"occupancy of healthy GPU-time: allocated {o['allocated']:.1%}, unallocated "
+        f"{o['unallocated']:.1%}, idle {o['idle']:.1%}; availability {o['availability']:.1%}"
+    )
+    hs = s["hosts"]
+    if hs["repairs"] or hs["failures"]:
+        out.append(f"host failures {hs['failures']}, repairs {hs['repairs']}, escalated to a "
+                   f"human {hs['escalated']} ({hs['escalated_share']:.1%})")
+    out.append("")
+    out.append(f"{'budget':<24}{'share':>7}{'delivered':>12}{'entitled':>12}{'ratio':>7}"
+               f"{'min/win':>9}{'max/win':>9}   (GPU-h; per-window ratios after the first)")
+    for node, b in s["budgets"].items():
+        d, e = b["delivered_total_gpu_s"] / 3600, b["entitlement_total_gpu_s"] / 3600
+        r = b["ratio_after_first_window"]
+        lo = "-" if r["min"] is None else f"{r['min']:.2f}"
+        hi = "-" if r["max"] is None else f"{r['max']:.2f}"
+        ratio = f"{d / e:.2f}" if e else "-"
+        out.append(f"{node[:23]:<24}{b['fraction']:>7.1%}{d:>12.1f}{e:>12.1f}{ratio:>7}"
+                   f"{lo:>9}{hi:>9}")
+    for n in s["notes"]:
+        out.append("note: " + n)
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------- entry points
+
+
+def simulate(
+    jobs: list[TraceJob],
+    shares: dict[str, float],
+    cluster: ClusterSpec,
+    config: SimConfig | None = None,
+    description: str = "",
+) -> SimResult:
+    sim = Simulator(jobs, shares, cluster, config)
+    sim.trace_description = description
+    return sim.run()
+
+
+_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhdw]?)\s*$")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration(text: str) -> float:
+    """'90', '90s', '15m', '8h', '7d', '2w' -> seconds."""
+    m = _DUR.match(str(text))
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad duration {text!r} (use e.g. 300, 15m, 8h, 7d)")
+    return float(m[1]) * _UNIT[m[2]]
+
+
+def durations(text: str) -> list[float]:
+    return [duration(x) for x in str(text).split(",") if x.strip()]
+
+
+def floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad list of numbers {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m scheduler.engine.simulate",
+        description="Replay a GPU job trace against a cluster and a budget tree with "
+        "Timeshare's scheduling engine (the same schedule() the live loop runs), and report "
+        "queue waits, preemptions, occupancy and each budget's delivered GPU-time against its "
+        "entitlement. Durations accept s/m/h/d/w suffixes (300, 15m, 8h, 7d).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = ap.add_argument_group("input")
+    g.add_argument("--trace", default=str(TRACES_DIR / "philly_vc.csv"),
+                   help="trace CSV: DESIGN.md's format (submit_time,duration,gpus,budget,user,"
+                   "min_runtime,resumable) or the public format of ../shared/traces")
+    g.add_argument("--format", choices=("auto", "design", "public"), default="auto",
+                   help="trace format; auto looks at the header")
+    g.add_argument("--cluster", default="philly",
+                   help="'philly' (philly_vc_sizes.csv: 352 hosts x 8 GPUs, VC = network "
+                   "group), a sizes CSV, or HOSTSxGPUS[/GROUPS] like 16x8/2")
+    g.add_argument("--tree", help="budget tree, YAML or JSON {path: shares} (e.g. "
+                   "{prog-a: 70, prog-a/proj-a1: 50}); default: from the trace (public: the "
+                   "conversion rule; design: equal shares per node)")
+    g.add_argument("--start", type=duration, default=None,
+                   help="slice: ignore submissions before this time (re-based to 0)")
+    g.add_argument("--end", type=duration, default=None,
+                   help="slice: ignore submissions at or after this time")
+    g.add_argument("--limit", type=int, default=None, help="keep only the first N workloads")
+    g.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiply submission times by this (0.5 = arrivals twice as dense, "
+                   "durations unchanged): accelerate a trace to raise contention")
+    g = ap.add_argument_group("conversion rule for public traces (printed with the results)")
+    g.add_argument("--programs", type=int, default=3, help="programs the VCs are spread over")
+    g.add_argument("--shares-from", choices=("sizes", "gpu_hours"), default="sizes",
+                   help="project shares: VC nodes in philly_vc_sizes.csv, or the VC's share "
+                   "of the trace's GPU-hours")
+    g.add_argument("--users-per-budget", type=int, default=4,
+                   help="synthetic users per VC (seeded hash of job_id)")
+    g.add_argument("--unallocated-fraction", type=float, default=0.1,
+                   help="seeded fraction of non-debug jobs made unallocated when the trace has "
+                   "no job_class ('best' jobs always are)")
+    g.add_argument("--resumable-fraction", type=float, default=0.8,
+                   help="seeded fraction of jobs that checkpoint and can be requeued")
+    g = ap.add_argument_group("scheduling parameters (engine Params)")
+    g.add_argument("--policy", choices=("fairshare", "fifo", "quota"), default="fairshare",
+                   help="fairshare (Fair Tree + preemption), fifo (submission order, no "
+                   "preemption) or quota (static per-budget GPU quotas, no preemption)")
+    g.add_argument("--window", type=duration, default=7 * 86400.0,
+                   help="fair-share lookback window (also the period of the per-window "
+                   "delivered-vs-entitlement report)")
+    g.add_argument("--half-life", type=duration, default=None,
+                   help="exponential decay of usage instead of the hard window")
+    g.add_argument("--max-min-runtime", type=duration, default=8 * 3600.0,
+                   help="cluster maximum for min_runtime; public traces declare "
+                   "min(duration, this); larger declared values are clamped (counted)")
+    g.add_argument("--hysteresis", type=float, default=0.1,
+                   help="a branch is over-used for preemption when its ratio > 1 + this")
+    g.add_argument("--grace", type=duration, default=300.0,
+                   help="grace period between the preemption signal and the stop (charged)")
+    g = ap.add_argument_group("fleet")
+    g.add_argument("--failure-rate", type=float, default=0.0,
+                   help="host failures per host per day (seeded Poisson)")
+    g.add_argument("--soft-fraction", type=float, default=0.5,
+                   help="share of failures announced by a health signal (host drained) "
+                   "rather than sudden death (runs killed)")
+    g.add_argument("--repair-time", type=duration, default=4 * 3600.0,
+                   help="time from DOWN/DRAINED to a repair attempt's result")
+    g.add_argument("--repair-fail", type=float, default=0.1,
+                   help="chance that one automated repair attempt fails (3 failed -> ESCALATED "
+                   "to a human, fixed a day later)")
+    g.add_argument("--checkpoint-interval", type=duration, default=3600.0,
+                   help="resumable work checkpoints this often (work lost on a host death)")
+    g = ap.add_argument_group("run")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the conversion rule and the failures: same seed, same results")
+    g.add_argument("--until", type=duration, default=None,
+                   help="stop the clock here (default: when every workload is done)")
+    g.add_argument("--out", default="var/sim",
+                   help="output directory: summary.json, jobs.csv, runs.csv, report.html")
+    g.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    g.add_argument("--quiet", action="store_true", help="print only the output paths")
+    g = ap.add_argument_group("sweeps (grid, one process per point, one comparison table)")
+    g.add_argument("--sweep", action="store_true",
+                   help="sweep the grid given by --sweep-window/--sweep-max-min-runtime/"
+                   "--sweep-hysteresis (each defaults to the single value above)")
+    g.add_argument("--sweep-window", type=durations, default=None, help="e.g. 1d,7d,14d")
+    g.add_argument("--sweep-max-min-runtime", type=durations, default=None, help="e.g. 2h,8h,24h")
+    g.add_argument("--sweep-hysteresis", type=floats, default=None, help="e.g. 0,0.1,0.25")
+    g.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="parallel processes for --sweep")
+    return ap
+
+
+def config_from_args(a: argparse.Namespace) -> tuple[SimConfig, ConversionRule]:
+    for name in ("hysteresis", "failure_rate", "time_scale"):
+        if getattr(a, name) < 0:
+            raise TraceError(f"--{name.replace('_', '-')} must be >= 0")
+    for name in ("soft_fraction", "repair_fail", "unallocated_fraction", "resumable_fraction"):
+        if not 0 <= getattr(a, name) <= 1:
+            raise TraceError(f"--{name.replace('_', '-')} must be between 0 and 1")
+    if a.window <= 0 or (a.half_life is not None and a.half_life <= 0):
+        raise TraceError("--window and --half-life must be > 0")
+    params = Params(window=a.window, half_life=a.half_life, max_min_runtime=a.max_min_runtime,
+                    hysteresis=a.hysteresis, grace=a.grace, policy=a.policy)
+    cfg = SimConfig(params=params, seed=a.seed, failure_rate=a.failure_rate,
+                    repair_time=a.repair_time, soft_fraction=a.soft_fraction,
+                    repair_fail=a.repair_fail, checkpoint_interval=a.checkpoint_interval,
+                    until=a.until)
+    rule = ConversionRule(seed=a.seed, programs=a.programs, shares=a.shares_from,
+                          users_per_budget=a.users_per_budget,
+                          unallocated_fraction=a.unallocated_fraction,
+                          resumable_fraction=a.resumable_fraction,
+                          max_min_runtime=a.max_min_runtime)
+    return cfg, rule
+
+
+def load_inputs(a: argparse.Namespace, rule: ConversionRule) -> tuple[Trace, ClusterSpec]:
+    trace = read_trace(a.trace, a.format, rule, start=a.start, end=a.end, limit=a.limit)
+    if a.time_scale != 1.0:
+        for j in trace.jobs:
+            j.submit_time *= a.time_scale
+        trace.notes.append(f"submission times scaled by {a.time_scale:g}")
+    if a.tree:
+        trace.shares = load_tree(a.tree)
+        trace.notes.append(f"budget tree from {a.tree}")
+    if not trace.jobs:
+        raise TraceError(f"{a.trace}: no workloads in the selected slice")
+    cluster = parse_cluster(a.cluster)
+    cluster.failure_rate = a.failure_rate
+    cluster.repair_time = a.repair_time
+    return trace, cluster
+
+
+def run_one(a: argparse.Namespace) -> SimResult:
+    cfg, rule = config_from_args(a)
+    trace, cluster = load_inputs(a, rule)
+    return simulate(trace.jobs, trace.shares, cluster, cfg, trace.describe())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    try:
+        if a.sweep:
+            from .sweep import run_sweep
+
+            print(run_sweep(a))
+            return 0
+        res = run_one(a)
+        paths = res.write(a.out, html=not a.no_html)
+    except (TraceError, OSError) as exc:
+        print(f"simulate: error: {exc}", file=sys.stderr)
+        return 2
+    if not a.quiet:
+        print(format_summary(res.summary))
+        print("")
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
