@@ -1,5 +1,16 @@
 """Timeshare's scheduling engine: pure Python, no Django. See notes/ENGINE_API.md."""
 
+from .contract import ContractError, placeable, preemptible, protected, protected_until, validate
+from .fairshare import (
+    Standing,
+    UsageLedger,
+    entitlement,
+    percent,
+    rank,
+    ratio,
+    rollup,
+    window_usage,
+)
 from .model import (
     ROOT,
     BudgetTree,
@@ -19,12 +30,17 @@ from .model import (
     Workload,
     fractions,
 )
+from .placement import Floor, place
+from .preemption import Rules, Victims, victims_for
+from .scheduling import next_event, schedule
 
 __all__ = [
     "ROOT",
     "BudgetTree",
     "ClusterState",
+    "ContractError",
     "Decision",
+    "Floor",
     "Hold",
     "Host",
     "HostDrained",
@@ -33,9 +49,28 @@ __all__ = [
     "Pass",
     "Placement",
     "Preempt",
+    "Rules",
     "Run",
+    "Standing",
     "Start",
     "Stop",
+    "UsageLedger",
+    "Victims",
     "Workload",
+    "entitlement",
     "fractions",
+    "next_event",
+    "percent",
+    "place",
+    "placeable",
+    "preemptible",
+    "protected",
+    "protected_until",
+    "rank",
+    "ratio",
+    "rollup",
+    "schedule",
+    "validate",
+    "victims_for",
+    "window_usage",
 ]

@@ -96,6 +96,35 @@ class Floor:
         self.held[host] = until
         self.generation += 1
 
+    def release(self, run: Run) -> None:
+        """``run`` was signalled: its GPUs are on their way out, no longer a possible victim."""
+        for host, indices in run.placement.slots:
+            if host in self.runs:
+                self.runs[host] = [(r, i) for r, i in self.runs[host] if r is not run]
+                self.releasing[host].extend(indices)
+
+    def stopped(self, run: Run) -> None:
+        """A signalled ``run`` is stopped: GPUs it was releasing are free now."""
+        for host, indices in run.placement.slots:
+            if host in self.releasing:
+                gone = set(indices)
+                self.releasing[host] = [i for i in self.releasing[host] if i not in gone]
+                self.give(host, indices)
+
+    def claim(self, host: str, gpus: int) -> tuple[int, ...]:
+        """Set aside ``gpus`` GPUs of ``host`` (free first, then releasing) for a requester
+        that waits on them, so that nobody else starts on or preempts for them."""
+        free = self.free[host][:gpus]
+        rest = gpus - len(free)
+        releasing = sorted(self.releasing[host])[:rest]
+        if free:
+            self.take(host, free)
+        if releasing:
+            gone = set(releasing)
+            self.releasing[host] = [i for i in self.releasing[host] if i not in gone]
+        self.generation += 1
+        return tuple(sorted(free + releasing))
+
     def occupy(self, placement: Placement) -> None:
         for host, indices in placement.slots:
             self.take(host, indices)

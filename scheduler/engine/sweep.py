@@ -18,9 +18,9 @@ def _point(args: argparse.Namespace) -> dict:
     res = run_one(args)
     s = res.summary
     devs = [
-        max(abs(b["ratio_after_first_window"]["min"] - 1), abs(b["ratio_after_first_window"]["max"] - 1))
+        max(abs(r["min"] - 1), abs(r["max"] - 1))
         for b in s["budgets"].values()
-        if b["leaf"] and b["ratio_after_first_window"]["min"] is not None
+        if b["leaf"] and (r := b["ratio_after_first_window"])["min"] is not None
     ]
     return {
         "window_s": args.window,

@@ -1,0 +1,47 @@
+"""Who may see and act on workloads and hosts: the one place views, API and tasks ask.
+
+- A researcher sees their own workloads and those charged to budgets they are a member of.
+- A manager sees every workload charged inside the subtree they manage (the CEO: all).
+- Operators see every workload and every host, and drain, repair and return hosts.
+- Cancelling: the owner, a manager above the budget, or an operator.
+- Hosts and cluster pages: anyone with a role reads them; outsiders read nothing.
+"""
+
+from django.db.models import Q
+
+from budgets.models import PATH_SEPARATOR
+from budgets.permissions import roles
+
+
+def restrict_workloads(queryset, user):
+    who = roles(user)
+    if who.superuser or who.operator:
+        return queryset
+    if not user.is_authenticated:
+        return queryset.none()
+    condition = Q(owner=user) | Q(budget__path__in=who.member_of)
+    for path in who.managed:
+        condition |= Q(budget__path=path) | Q(budget__path__startswith=path + PATH_SEPARATOR)
+    return queryset.filter(condition)
+
+
+def can_cancel(user, workload) -> bool:
+    who = roles(user)
+    return (
+        workload.owner_id == user.pk
+        or who.operator
+        or who.manages(workload.budget.path)
+    )
+
+
+def can_charge(user, budget) -> bool:
+    """Members of a leaf charge workloads to it."""
+    return roles(user).superuser or budget.path in roles(user).member_of
+
+
+def can_view_fleet(user) -> bool:
+    return roles(user).any
+
+
+def can_operate(user) -> bool:
+    return roles(user).superuser or roles(user).operator
