@@ -43,6 +43,11 @@ class MoveForm(forms.Form):
 
 
 class ChildForm(forms.ModelForm):
+    # Only the root is an organisation: a child is a program, a project or a researcher.
+    kind = forms.ChoiceField(
+        choices=[c for c in BudgetNode.Kind.choices if c[0] != BudgetNode.Kind.ORGANISATION]
+    )
+
     class Meta:
         model = BudgetNode
         fields = ["name", "slug", "kind", "description"]

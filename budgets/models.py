@@ -64,6 +64,10 @@ class BudgetNode(models.Model):
     def __str__(self):
         return self.path
 
+    def save(self, *args, **kwargs):
+        self.path = self.compute_path()
+        super().save(*args, **kwargs)
+
     @property
     def depth(self) -> int:
         return self.path.count(PATH_SEPARATOR)
@@ -83,11 +87,9 @@ class BudgetNode(models.Model):
         if self.parent_id and self.pk and (
             self.parent_id == self.pk or self.is_ancestor_of(self.parent)
         ):
-            raise ValidationError({"parent": "A budget cannot move under itself or its own descendant."})
-
-    def save(self, *args, **kwargs):
-        self.path = self.compute_path()
-        super().save(*args, **kwargs)
+            raise ValidationError(
+                {"parent": "A budget cannot move under itself or its own descendant."}
+            )
 
 
 class Allocation(models.Model):
@@ -127,8 +129,12 @@ class AppendOnlyQuerySet(models.QuerySet):
 class AllocationChange(models.Model):
     """Append-only audit entry for every change of an allocation; reports replay this history."""
 
-    node = models.ForeignKey(BudgetNode, on_delete=models.PROTECT, related_name="allocation_changes")
-    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="allocation_changes")
+    node = models.ForeignKey(
+        BudgetNode, on_delete=models.PROTECT, related_name="allocation_changes"
+    )
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.PROTECT, related_name="allocation_changes"
+    )
     changed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -148,7 +154,10 @@ class AllocationChange(models.Model):
         indexes = [models.Index(fields=["cluster", "at"])]
 
     def __str__(self):
-        return f"{self.at:%Y-%m-%d %H:%M} {self.node.path}@{self.cluster.name}: {self.old_shares} -> {self.new_shares}"
+        return (
+            f"{self.at:%Y-%m-%d %H:%M} {self.node.path}@{self.cluster.name}: "
+            f"{self.old_shares} -> {self.new_shares}"
+        )
 
     def save(self, *args, **kwargs):
         if self.pk is not None:

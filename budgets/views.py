@@ -7,7 +7,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from budgets import services
 from budgets.forms import ChangeRequestForm, ChildForm, DecisionForm, MoveForm, SharesForm
-from budgets.models import AllocationChange, BudgetNode, ChangeRequest
+from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
 from budgets.permissions import (
     can_decide,
     can_edit_shares,
@@ -137,8 +137,18 @@ def request_list(request):
     to_decide = list(ChangeRequest.objects.restrict(request.user, "decide").select_related(
         "node", "node__parent", "cluster", "requested_by"
     ))
+    nodes = list(BudgetNode.objects.all()) if to_decide else []
+    allocations_by_cluster = {}
     for change_request in to_decide:
-        change_request.effects = services.effect_of(change_request)
+        if change_request.cluster_id not in allocations_by_cluster:
+            allocations_by_cluster[change_request.cluster_id] = {
+                a.node_id: a
+                for a in Allocation.objects.filter(cluster_id=change_request.cluster_id)
+            }
+        change_request.effects = services.effect_of(
+            change_request, nodes=nodes,
+            allocations=allocations_by_cluster[change_request.cluster_id],
+        )
     context = {
         "to_decide": to_decide,
         "mine": visible.filter(requested_by=request.user),
@@ -260,7 +270,8 @@ def node_add_child(request, pk):
         data = form.cleaned_data
         try:
             child = services.add_child(
-                request.user, parent, name=data["name"], slug=data["slug"], kind=data["kind"]
+                request.user, parent, name=data["name"], slug=data["slug"], kind=data["kind"],
+                description=data["description"],
             )
         except services.BudgetError as error:
             form.add_error(error.field, str(error))

@@ -32,9 +32,12 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "portal",
     "budgets",
     "scheduler",
+    "reports",
 ]
 
 MIDDLEWARE = [
@@ -102,11 +105,40 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env.env_bool("SECURE_COOKIES", not 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# The API (/api/): API tokens (portal.models.ApiToken, sent as "Authorization: Bearer ...")
+# for scripts and the CLI, the session for the browser; the portal's permission rules.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Timeshare API",
+    "DESCRIPTION": "GPU-time budgets, fair-share scheduling and the fleet. Authenticate with "
+    "`Authorization: Bearer <token>` (create one on /api/tokens/) or the portal's session. "
+    "Errors are JSON: `detail` (the message), `field` (the input it is about, if any).",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "WorkloadStateEnum": "scheduler.models.Workload.State",
+        "HostStateEnum": "scheduler.models.Host.State",
+        "ChangeRequestStateEnum": "budgets.models.ChangeRequest.State",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.api.schema.add_error_responses",
+    ],
 }
 
 CELERY_BROKER_URL = env.broker_url(VAR_DIR / "celery")
@@ -125,6 +157,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = env.env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# The live loop: every cluster ticks every TIMESHARE_TICK_SECONDS (submit and cancel also
+# ask for a tick at once).
+CELERY_BEAT_SCHEDULE = {
+    "tick-all-clusters": {
+        "task": "scheduler.tick_all",
+        "schedule": float(env.env_int("TIMESHARE_TICK_SECONDS", 5, minimum=1)),
+        "options": {"expires": 30},
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -4,7 +4,7 @@ from django.shortcuts import render
 from budgets import services
 from budgets.models import ChangeRequest
 from budgets.permissions import roles
-from scheduler.models import Cluster
+from scheduler.models import Cluster, Workload
 
 
 @login_required
@@ -23,5 +23,8 @@ def home(request):
         .select_related("node", "cluster")[:5],
         "to_decide": ChangeRequest.objects.restrict(request.user, "decide")
         .select_related("node", "cluster", "requested_by")[:5],
+        "my_workloads": Workload.objects.filter(
+            owner=request.user, state__in=Workload.ACTIVE_STATES
+        ).select_related("budget", "cluster")[:10],
     }
     return render(request, "portal/home.html", context)

@@ -11,7 +11,8 @@ WEEK_HOURS = 168
 
 class ClusterQuerySet(models.QuerySet):
     def with_gpu_count(self):
-        return self.annotate(total_gpus=Sum("hosts__gpus"))
+        # Meta.ordering does not apply to aggregate queries: keep the clusters in name order.
+        return self.annotate(total_gpus=Sum("hosts__gpus")).order_by("name")
 
 
 class Cluster(models.Model):
@@ -39,12 +40,22 @@ class Cluster(models.Model):
         help_text="Seconds a preempted run keeps its GPUs to checkpoint.",
     )
     backend = models.CharField(
-        max_length=20, choices=[("simulated", "Simulated fleet")], default="simulated"
+        max_length=20, choices=[("simulated", "Simulated fleet"), ("slurm", "Slurm")],
+        default="simulated",
     )
     backend_config = models.JSONField(
         default=dict, blank=True,
-        help_text="Backend settings, e.g. the simulated fleet's host failure rate per day.",
+        help_text=(
+            "Backend settings. Simulated: e.g. {\"failure_rate_per_host_day\": 0.02}. Slurm: "
+            "{\"slurm_conf\": \"/etc/slurm/slurm.conf\", \"partition\": \"timeshare\", "
+            "\"repair_command\": \"scontrol reboot {host}\", \"unknown_jobs\": \"cancel\"} "
+            "(all keys: scheduler/fleet/slurm.py)."
+        ),
     )
+    # The last problem the backend reported (Slurm unreachable, jobs Timeshare did not start),
+    # shown on the cluster page; cleared by the next tick that reaches the backend.
+    backend_error = models.CharField(max_length=1000, blank=True)
+    backend_error_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     objects = ClusterQuerySet.as_manager()
@@ -203,6 +214,9 @@ class RunGPU(models.Model):
             ),
         ]
 
+    def __str__(self):
+        return f"{self.host.name}:{self.index}"
+
 
 class Event(models.Model):
     """The workload's timeline: each decision with its human reason."""
@@ -227,6 +241,9 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}"
 
 
 class HostEvent(models.Model):
@@ -255,6 +272,9 @@ class HostEvent(models.Model):
     class Meta:
         ordering = ["-at", "-id"]
 
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.host_id} {self.kind}"
+
 
 class UsageRollup(models.Model):
     """Allocated GPU-seconds charged to a budget leaf per clock hour: the window sums these
@@ -269,9 +289,14 @@ class UsageRollup(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "budget", "hour"], name="one_rollup_per_hour")
+            models.UniqueConstraint(
+                fields=["cluster", "budget", "hour"], name="one_rollup_per_hour"
+            )
         ]
         indexes = [models.Index(fields=["cluster", "hour"])]
+
+    def __str__(self):
+        return f"{self.budget_id}@{self.cluster_id} {self.hour:%Y-%m-%d %H}h"
 
 
 class OccupancySample(models.Model):
@@ -289,3 +314,23 @@ class OccupancySample(models.Model):
     class Meta:
         ordering = ["cluster", "at"]
         indexes = [models.Index(fields=["cluster", "at"])]
+
+    def __str__(self):
+        return f"{self.cluster_id} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class CapacityRollup(models.Model):
+    """GPU-seconds the cluster's healthy hosts could give per clock hour: the fair-share
+    entitlement's capacity sums these instead of integrating every occupancy sample."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capacity_rollups")
+    hour = models.DateTimeField()
+    gpu_seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "hour"], name="one_capacity_rollup_per_hour")
+        ]
+
+    def __str__(self):
+        return f"{self.cluster_id} {self.hour:%Y-%m-%d %H:00}: {self.gpu_seconds:.0f} GPU-s"

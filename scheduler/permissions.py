@@ -19,10 +19,22 @@ def restrict_workloads(queryset, user):
         return queryset
     if not user.is_authenticated:
         return queryset.none()
-    condition = Q(owner=user) | Q(budget__path__in=who.member_of)
+    return queryset.filter(Q(owner=user) | _my_budgets(who))
+
+
+def within_my_budgets(queryset, user):
+    """Workloads charged to budgets the user belongs to or manages ("my projects"), for
+    operators too; narrows a queryset already restricted by restrict_workloads."""
+    if not user.is_authenticated:
+        return queryset.none()
+    return queryset.filter(_my_budgets(roles(user)))
+
+
+def _my_budgets(who) -> Q:
+    condition = Q(budget__path__in=who.member_of)
     for path in who.managed:
         condition |= Q(budget__path=path) | Q(budget__path__startswith=path + PATH_SEPARATOR)
-    return queryset.filter(condition)
+    return condition
 
 
 def can_cancel(user, workload) -> bool:

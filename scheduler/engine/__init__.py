@@ -30,9 +30,9 @@ from .model import (
     Workload,
     fractions,
 )
-from .placement import Floor, place
+from .placement import Floor, FloorPlan, place
 from .preemption import Rules, Victims, victims_for
-from .scheduling import next_event, schedule
+from .scheduling import EngineMemo, next_event, schedule
 
 __all__ = [
     "ROOT",
@@ -40,7 +40,9 @@ __all__ = [
     "ClusterState",
     "ContractError",
     "Decision",
+    "EngineMemo",
     "Floor",
+    "FloorPlan",
     "Hold",
     "Host",
     "HostDrained",

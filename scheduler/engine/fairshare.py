@@ -28,7 +28,7 @@ INF = math.inf
 def rollup(usage: dict[str, float], tree: BudgetTree) -> dict[str, float]:
     """Leaf usage -> usage of every node's subtree (the root included). Unknown paths still
     count for themselves, and for those ancestors the tree knows."""
-    total: dict[str, float] = {n: 0.0 for n in tree.nodes}
+    total: dict[str, float] = dict.fromkeys(tree._nodes, 0.0)
     total[ROOT] = 0.0
     for leaf, used in usage.items():
         if not used:
@@ -73,7 +73,7 @@ class Standing:
         self.capacity = capacity
         self.usage = rollup(usage, tree)
         self.ratios = {
-            n: ratio(self.usage.get(n, 0.0), tree.fraction(n), capacity) for n in tree.nodes
+            n: ratio(self.usage.get(n, 0.0), tree.fraction(n), capacity) for n in tree._nodes
         }
         self.position: dict[str, int] = {}
         stack = [ROOT]
@@ -120,10 +120,11 @@ class Standing:
         return f"{path} at {percent(self.ratio(path))}"
 
 
-def order_key(standing: Standing):
+def order_key(standing: Standing | None):
     """Sort key for pending work: allocated by Fair Tree rank then original submission;
-    unallocated after all allocated work, in submission order."""
-    rank_of = standing.rank_of
+    unallocated after all allocated work, in submission order. Without a standing (a single
+    budget competing) rank plays no part."""
+    rank_of = standing.rank_of if standing is not None else (lambda budget: 0)
 
     def key(w: Workload) -> tuple[int, int, float, str]:
         if w.min_runtime > 0:

@@ -116,7 +116,7 @@ class BudgetTree:
     program with 70 of 100 shares whose project has 50 of 100 holds 35% whatever else queues.
     """
 
-    __slots__ = ("shares", "_children", "_fraction", "_depth")
+    __slots__ = ("shares", "_children", "_fraction", "_depth", "_nodes")
 
     def __init__(self, shares: dict[str, float]):
         self.shares: dict[str, float] = {}
@@ -139,6 +139,7 @@ class BudgetTree:
                 own = self.shares[k] / total if total > 0 else 0.0
                 self._fraction[k] = self._fraction[node] * own
                 self._depth[k] = self._depth[node] + 1
+        self._nodes = [n for n in self._preorder() if n != ROOT]
 
     @classmethod
     def from_shares(cls, shares: dict[str, float]) -> BudgetTree:
@@ -155,7 +156,7 @@ class BudgetTree:
     @property
     def nodes(self) -> list[str]:
         """Every node except the root, in path order."""
-        return [n for n in self._preorder() if n != ROOT]
+        return list(self._nodes)
 
     @property
     def leaves(self) -> list[str]:
@@ -211,6 +212,9 @@ class ClusterState:
     pending: list[Workload]
     usage: dict[str, float] = field(default_factory=dict)  # leaf -> allocated GPU-s in window
     capacity: float = 0.0  # GPU-s healthy hosts could give in the (existing part of the) window
+    # optional, driver-owned ``scheduling.EngineMemo`` reused across passes of ONE cluster:
+    # lets a pass update its picture of hosts and runs by what changed instead of re-reading
+    memo: object | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,9 +14,142 @@ GPUs being released by signalled runs, and hosts held for a reservation.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 
 from .model import Host, HostState, Placement, Run
+
+_state_of = attrgetter("state")
+_signalled_at = attrgetter("signalled_at")
+
+
+class FloorPlan:
+    """The AVAILABLE hosts' GPUs and the runs on them, as every pass starts from.
+
+    Kept up to date across passes by applying only what changed (runs started, ended or
+    signalled since the last pass): a driver that runs many passes over one cluster (the
+    simulator) keeps one in ``ClusterState.memo`` and a pass then costs little when little
+    changed. A change of any host's state, or a new hosts list, rebuilds it. Runs are tracked
+    by identity: a driver must not change a run's placement in place.
+    """
+
+    def __init__(self) -> None:
+        self.hosts: list[Host] | None = None
+        self.states: list[HostState] = []
+        self.by_id: dict[int, Run] = {}
+        self.signalled: set[int] = set()
+
+    def update(self, hosts: list[Host], running: list[Run]) -> None:
+        # map/set operations run in C: a few passes over the runs, no Python loop per run
+        states = list(map(_state_of, hosts))
+        if hosts is not self.hosts or states != self.states:
+            self._rebuild(hosts, running, states)
+            return
+        ids = list(map(id, running))
+        current = set(ids)
+        signalled = set(compress(ids, map(is_not, map(_signalled_at, running), repeat(None))))
+        known, was = self.by_id, self.signalled
+        if current == known.keys() and signalled == was:
+            return
+        # the runs in ``known`` are still referenced, so no new run can share their id
+        gone, new = known.keys() - current, current - known.keys()
+        turned = (signalled ^ was) - gone - new
+        for k in gone:
+            self._remove(known.pop(k), k in was)
+        if new:
+            lookup = dict(zip(ids, running, strict=True))
+            for k in new:
+                known[k] = lookup[k]
+                self._add(known[k], k in signalled)
+        for k in turned:
+            self._remove(known[k], k in was)
+            self._add(known[k], k in signalled)
+        self.signalled = signalled
+
+    def _rebuild(self, hosts: list[Host], running: list[Run], states: list[HostState]) -> None:
+        available = HostState.AVAILABLE
+        self.hosts, self.states = hosts, states
+        self.size = {h.name: h.gpus for h in hosts if h.state == available}
+        self.group = {h.name: h.group for h in hosts}
+        # the single-host threshold is a property of the cluster, not of today's health
+        self.largest = max((h.gpus for h in hosts), default=0)
+        self.full = {s: list(range(s)) for s in set(self.size.values())}
+        self.used: dict[str, set[int]] = {}
+        self.runs: dict[str, list[tuple[Run, tuple[int, ...]]]] = {}
+        self.releasing: dict[str, list[int]] = {}
+        self.by_id = dict(zip(map(id, running), running, strict=True))
+        self.signalled = {k for k, r in self.by_id.items() if r.signalled_at is not None}
+        self.draining = {h.name: h for h in hosts if h.state == HostState.DRAINING}
+        size = self.size
+        for run in running:
+            for host, indices in run.placement.slots:
+                if host in size:
+                    self.used.setdefault(host, set()).update(indices)
+                    if run.signalled_at is None:
+                        self.runs.setdefault(host, []).append((run, indices))
+                    else:
+                        self.releasing.setdefault(host, []).extend(indices)
+        self.free = {n: self.full[s] for n, s in size.items()}  # shared lists, never mutated
+        self.bucket: list[set[str]] = [set() for _ in range(self.largest + 1)]
+        self.whole = {n for n in size if n not in self.used}
+        for n in self.whole:
+            self.bucket[size[n]].add(n)
+        for n, taken in self.used.items():
+            self.free[n] = [i for i in self.full[size[n]] if i not in taken]
+            self._file(n)
+
+    def _file(self, host: str) -> None:
+        n = len(self.free[host])
+        self.bucket[n].add(host)
+        if n == self.size[host]:
+            self.whole.add(host)
+
+    def _refree(self, host: str) -> None:
+        self.bucket[len(self.free[host])].discard(host)
+        self.whole.discard(host)
+        taken = self.used.get(host, ())
+        self.free[host] = [i for i in self.full[self.size[host]] if i not in taken]
+        self._file(host)
+
+    def _add(self, run: Run, signalled: bool) -> None:
+        for host, indices in run.placement.slots:
+            if host not in self.size:
+                continue
+            self.used[host] = self.used.get(host, set()) | set(indices)
+            if signalled:
+                self.releasing[host] = self.releasing.get(host, []) + list(indices)
+            else:
+                self.runs[host] = self.runs.get(host, []) + [(run, indices)]
+            self._refree(host)
+
+    def _remove(self, run: Run, signalled: bool) -> None:
+        for host, indices in run.placement.slots:
+            if host not in self.size:
+                continue
+            gone = set(indices)
+            self.used[host] = self.used.get(host, set()) - gone
+            if signalled:
+                self.releasing[host] = [i for i in self.releasing.get(host, ()) if i not in gone]
+            else:
+                self.runs[host] = [(r, i) for r, i in self.runs.get(host, ()) if r is not run]
+            self._refree(host)
+
+    def floor(self) -> Floor:
+        """A fresh Floor for one pass (copies of what a pass changes; lists are replaced, never
+        changed in place, so they can be shared)."""
+        f = Floor.__new__(Floor)
+        f.size, f.group, f.largest = self.size, self.group, self.largest
+        f.free = dict(self.free)
+        f.runs = defaultdict(list, self.runs)
+        f.releasing = defaultdict(list, self.releasing)
+        f.bucket = [set(b) for b in self.bucket]
+        f.whole = set(self.whole)
+        f.held = {}
+        f.generation = 0
+        f.dirty = set()
+        return f
 
 
 class Floor:
@@ -31,33 +164,15 @@ class Floor:
         "held",
         "largest",
         "generation",
+        "dirty",
     )
 
     def __init__(self, hosts: Iterable[Host], running: Iterable[Run] = ()):
-        hosts = list(hosts)
-        self.size = {h.name: h.gpus for h in hosts if h.state == HostState.AVAILABLE}
-        self.group = {h.name: h.group for h in hosts}
-        # the single-host threshold is a property of the cluster, not of today's health
-        self.largest = max((h.gpus for h in hosts), default=0)
-        used: dict[str, set[int]] = {name: set() for name in self.size}
-        # per host: (run, its indices here) of runs not yet signalled (possible victims)
-        self.runs: dict[str, list[tuple[Run, tuple[int, ...]]]] = {n: [] for n in self.size}
-        self.releasing: dict[str, list[int]] = {name: [] for name in self.size}
-        for run in running:
-            for host, indices in run.placement.slots:
-                if host in used:
-                    used[host].update(indices)
-                    if run.signalled_at is None:
-                        self.runs[host].append((run, indices))
-                    else:
-                        self.releasing[host].extend(indices)
-        self.free = {n: [i for i in range(s) if i not in used[n]] for n, s in self.size.items()}
-        self.bucket: list[set[str]] = [set() for _ in range(self.largest + 1)]
-        self.whole: set[str] = set()
-        self.held: dict[str, float] = {}  # host -> time it is reserved from
-        for name in self.size:
-            self._file(name)
-        self.generation = 0
+        plan = FloorPlan()
+        plan.update(list(hosts), list(running))
+        built = plan.floor()
+        for name in self.__slots__:
+            setattr(self, name, getattr(built, name))
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -80,6 +195,7 @@ class Floor:
         self.free[host] = [i for i in self.free[host] if i not in gone]
         self._file(host)
         self.generation += 1
+        self.dirty.add(host)
 
     def give(self, host: str, indices: Iterable[int]) -> None:
         """Return GPUs to the free pool (a run stopped)."""
@@ -89,19 +205,22 @@ class Floor:
         self.free[host] = sorted(set(self.free[host]).union(indices))
         self._file(host)
         self.generation += 1
+        self.dirty.add(host)
 
     def hold(self, host: str, until: float) -> None:
         """Reserve a host from ``until``: only work out of the way by then may use it."""
         self._unfile(host)
         self.held[host] = until
         self.generation += 1
+        self.dirty.add(host)
 
     def release(self, run: Run) -> None:
         """``run`` was signalled: its GPUs are on their way out, no longer a possible victim."""
         for host, indices in run.placement.slots:
             if host in self.runs:
                 self.runs[host] = [(r, i) for r, i in self.runs[host] if r is not run]
-                self.releasing[host].extend(indices)
+                self.releasing[host] = self.releasing[host] + list(indices)
+                self.dirty.add(host)
 
     def stopped(self, run: Run) -> None:
         """A signalled ``run`` is stopped: GPUs it was releasing are free now."""
@@ -123,6 +242,7 @@ class Floor:
             gone = set(releasing)
             self.releasing[host] = [i for i in self.releasing[host] if i not in gone]
         self.generation += 1
+        self.dirty.add(host)
         return tuple(sorted(free + releasing))
 
     def occupy(self, placement: Placement) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .fairshare import Standing, percent
 from .model import Params, Run, Workload
 from .placement import Floor, choose_hosts
@@ -34,13 +36,23 @@ class Victims:
 class Rules:
     """Who may displace whom in one pass: the ratios are those at the start of the pass."""
 
-    __slots__ = ("standing", "threshold", "now", "_verdict")
+    __slots__ = ("standing", "threshold", "now", "_verdict", "_cost", "_board")
 
     def __init__(self, standing: Standing, params: Params, now: float):
         self.standing = standing
         self.threshold = 1.0 + params.hysteresis
         self.now = now
         self._verdict: dict[tuple[str, str], bool] = {}
+        self._cost: dict[int, tuple] = {}
+        self._board: Board | None = None
+
+    def board(self, floor: Floor) -> Board:
+        """The per-host summary of ``floor``, brought up to date."""
+        if self._board is None or self._board.floor is not floor:
+            self._board = Board(floor, self)
+        else:
+            self._board.sync()
+        return self._board
 
     def candidate(self, run: Run) -> bool:
         """Whether anybody at all could displace ``run`` (a cheap necessary condition)."""
@@ -72,10 +84,15 @@ class Rules:
         return s.over_from(their_branch, theirs, self.threshold)
 
     def cost(self, run: Run) -> tuple:
-        g = run.placement.gpus
-        allocated = run.workload.min_runtime > 0
-        over = min(self.standing.ratio(run.workload.budget), 1e9) if allocated else 0.0
-        return (g if allocated else 0, g, 0 if run.workload.resumable else g, -over * g)
+        """(allocated GPUs lost, GPUs lost, non-resumable GPUs lost, -over-use): lower is better."""
+        c = self._cost.get(id(run))
+        if c is None:
+            g = run.placement.gpus
+            allocated = run.workload.min_runtime > 0
+            over = min(self.standing.ratio(run.workload.budget), 1e9) if allocated else 0.0
+            c = (g if allocated else 0, g, 0 if run.workload.resumable else g, -over * g)
+            self._cost[id(run)] = c
+        return c
 
     def reason(self, requester: Workload, run: Run) -> str:
         head = f"preempted to make room for {requester.budget}/{requester.id}"
@@ -93,10 +110,79 @@ def _add(a: tuple, b: tuple) -> tuple:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
 
 
+class Board:
+    """What preemption could free on each host, as numpy rows kept in step with the floor.
+
+    Per host: ``base`` GPUs free or already being released, ``unalloc`` GPUs of unallocated
+    runs, and for each allocated run that someone could displace (preemptible, budget
+    over-used) its Fair Tree rank and GPUs. A requester may only displace allocated runs
+    ranked below it, so ``base + unalloc + GPUs ranked below`` bounds what a host can offer it,
+    and which hosts are worth a close look is one vector expression, not a loop over hosts.
+    """
+
+    def __init__(self, floor: Floor, rules: Rules):
+        self.floor, self.rules = floor, rules
+        self.hosts = list(floor.size)
+        self.row = {h: i for i, h in enumerate(self.hosts)}
+        n = len(self.hosts)
+        self.size = np.array([floor.size[h] for h in self.hosts], dtype=np.int64)
+        self.base = np.zeros(n, dtype=np.int64)
+        self.unalloc = np.zeros(n, dtype=np.int64)
+        self.over = np.zeros(n)  # most over-used candidate ratio on the host
+        self.held = np.zeros(n, dtype=bool)
+        self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
+        width = max([len(r) for r in floor.runs.values()] + [1])
+        self.rank = np.full((n, width), -1, dtype=np.int64)
+        self.gpus = np.zeros((n, width), dtype=np.int64)
+        self.base[:] = self.size  # hosts without runs are wholly free; the others are read
+        for h in (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing):
+            if h in self.row:
+                self._refresh(h)
+        floor.dirty.clear()
+
+    def sync(self) -> None:
+        for h in self.floor.dirty:
+            if h in self.row:
+                self._refresh(h)
+        self.floor.dirty.clear()
+
+    def _refresh(self, host: str) -> None:
+        floor, rules, i = self.floor, self.rules, self.row[host]
+        self.base[i] = len(floor.free[host]) + len(floor.releasing[host])
+        self.held[i] = host in floor.held
+        unalloc, ranks, gpus, over = 0, [], [], 0.0
+        options = []
+        for run, idx in floor.runs[host]:
+            if rules.candidate(run):
+                options.append((rules.cost(run), len(idx), run))
+            if run.workload.min_runtime <= 0:
+                unalloc += len(idx)
+            elif rules.candidate(run):
+                ranks.append(rules.standing.rank_of(run.workload.budget))
+                gpus.append(len(idx))
+                over = max(over, min(rules.standing.ratio(run.workload.budget), 1e9))
+        options.sort(key=lambda o: o[0])
+        self.options[host] = options
+        self.unalloc[i], self.over[i] = unalloc, over
+        if len(ranks) > self.rank.shape[1]:
+            extra = len(ranks) - self.rank.shape[1]
+            self.rank = np.pad(self.rank, ((0, 0), (0, extra)), constant_values=-1)
+            self.gpus = np.pad(self.gpus, ((0, 0), (0, extra)))
+        self.rank[i] = -1
+        self.gpus[i] = 0
+        self.rank[i, : len(ranks)] = ranks
+        self.gpus[i, : len(gpus)] = gpus
+
+    def reach(self, requester: Workload) -> np.ndarray:
+        """Upper bound of the GPUs each host could offer ``requester``."""
+        below = self.rank > self.rules.standing.rank_of(requester.budget)
+        return self.base + self.unalloc + (self.gpus * below).sum(axis=1)
+
+
 def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, list[Run]] | None:
-    """Cheapest subset of ``(cost, gpus freed here, run)`` freeing at least ``need`` GPUs.
-    A host holds a handful of runs, so an exhaustive search over minimal sets is cheap."""
-    options.sort(key=lambda o: o[0])
+    """Cheapest subset of ``(cost, gpus freed here, run)`` (sorted by cost) freeing at least
+    ``need`` GPUs. A host holds a handful of runs: an exhaustive search over minimal sets,
+    pruned by the best so far, is cheap."""
     best: list = [None, None]
 
     def search(i: int, freed: int, cost: tuple, chosen: list[Run]) -> None:
@@ -124,45 +210,50 @@ def victims_for(requester: Workload, floor: Floor, rules: Rules) -> Victims | No
     """
     if requester.min_runtime <= 0:
         return None
+    board = rules.board(floor)
     if requester.gpus <= floor.largest:
-        return _on_one_host(requester, floor, rules)
-    return _on_whole_hosts(requester, floor, rules)
+        return _on_one_host(requester, board)
+    return _on_whole_hosts(requester, board)
 
 
-def _on_one_host(requester: Workload, floor: Floor, rules: Rules) -> Victims | None:
-    g = requester.gpus
+def _on_one_host(requester: Workload, board: Board) -> Victims | None:
+    g, rules = requester.gpus, board.rules
+    rows = np.flatnonzero((board.reach(requester) >= g) & (board.size >= g) & ~board.held)
+    if rows.size == 0:
+        return None
+    need = g - board.base[rows]
+    lowest = np.maximum(0, need - board.unalloc[rows])  # allocated GPUs it must cost at least
+    # look at hosts in order of the cheapest they could possibly be (most over-used first on
+    # ties) and stop once no later host can beat the best set found
+    order = np.lexsort((rows, -board.over[rows], need, lowest))
     best: tuple | None = None
-    for host, size in floor.size.items():
-        if host in floor.held or size < g:
-            continue
-        base = len(floor.free[host]) + len(floor.releasing[host])
-        if base >= g:
+    for j in order.tolist():
+        host = board.hosts[rows[j]]
+        if best is not None and best[0][:2] <= (lowest[j], need[j]):
+            break  # sorted by this bound: no later host loses fewer GPUs
+        if need[j] <= 0:
             found = (_ZERO, [])
         else:
-            options = [
-                (rules.cost(run), len(idx), run)
-                for run, idx in floor.runs[host]
-                if rules.may_displace(requester, run)
-            ]
-            if base + sum(o[1] for o in options) < g:
-                continue
-            found = _cheapest(options, g - base)
+            options = [o for o in board.options[host] if rules.may_displace(requester, o[2])]
+            found = _cheapest(options, int(need[j]))
             if found is None:
                 continue
-        score = (found[0], base, host)  # then prefer the host whose own GPUs cover most
-        if best is None or score < best[0]:
-            best = (score, found[1])
+        if best is None or (found[0], host) < (best[0], best[2]):
+            best = (found[0], found[1], host)
     if best is None:
         return None
-    return Victims(runs=best[1], hosts=[best[0][2]], cost=best[0][0])
+    return Victims(runs=best[1], hosts=[best[2]], cost=best[0])
 
 
-def _on_whole_hosts(requester: Workload, floor: Floor, rules: Rules) -> Victims | None:
+def _on_whole_hosts(requester: Workload, board: Board) -> Victims | None:
+    floor, rules = board.floor, board.rules
+    rows = np.flatnonzero((board.reach(requester) >= board.size) & ~board.held)
+    if int(board.size[rows].sum()) < requester.gpus:
+        return None
     cost: dict[str, tuple] = {}
     runs: dict[str, list[Run]] = {}
-    for host in floor.size:
-        if host in floor.held:
-            continue
+    for i in rows.tolist():
+        host = board.hosts[i]
         here = floor.runs[host]
         if not all(rules.may_displace(requester, run) for run, _ in here):
             continue

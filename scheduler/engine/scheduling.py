@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from .fairshare import Standing, order_key
+from .fairshare import Standing, order_key, percent, ratio
 from .model import (
     BudgetTree,
     ClusterState,
@@ -35,24 +35,46 @@ from .model import (
     Stop,
     Workload,
 )
-from .placement import Floor, choose_hosts, place
+from .placement import Floor, FloorPlan, choose_hosts, place
 from .preemption import Rules, Victims, victims_for
 
 RESERVATIONS = 1  # how many blocked workloads may hold hosts in one pass (as Slurm's backfill)
 
 
+class EngineMemo:
+    """Driver-owned state reused across the passes of ONE cluster (``ClusterState.memo``).
+
+    Holds the ``FloorPlan`` so that a pass updates its picture of hosts and runs by what
+    changed since the previous pass. Optional: without it every pass reads everything.
+    """
+
+    __slots__ = ("plan",)
+
+    def __init__(self) -> None:
+        self.plan = FloorPlan()
+
+
 def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
-    standing = Standing(tree, state.usage, state.capacity)
-    out = Pass(ratios=dict(standing.ratios))
-    floor = Floor(state.hosts, state.running)
-    running = _end_grace(state, params, floor, out)
-    _drain(state, floor, running, out)
+    memo = state.memo if isinstance(state.memo, EngineMemo) else None
+    plan = memo.plan if memo is not None else FloorPlan()
+    plan.update(state.hosts, state.running)
+    floor = plan.floor()
+    out = Pass()
+    stopped = _end_grace(state, params, plan, floor, out)
+    _drain(state, plan, floor, stopped, out)
+    standing = None
     if params.policy == "fairshare":
+        # Fair Tree only matters when more than one budget competes for allocated time
+        if len({w.budget for w in state.pending if w.min_runtime > 0}) > 1:
+            standing = Standing(tree, state.usage, state.capacity)
         order = sorted(state.pending, key=order_key(standing))
     else:
         order = sorted(state.pending, key=lambda w: (w.submitted, w.id))
     out.order = [w.id for w in order]
-    _Walk(state, tree, params, standing, floor, running, out).run(order)
+    walk = _Walk(state, tree, params, standing, floor, stopped, out)
+    walk.run(order)
+    if walk.standing_if_any is not None:
+        out.ratios = dict(walk.standing_if_any.ratios)
     return out
 
 
@@ -82,13 +104,17 @@ def next_event(state: ClusterState, params: Params) -> float | None:
 # Step 0: grace and drain
 
 
-def _end_grace(state: ClusterState, params: Params, floor: Floor, out: Pass) -> list[Run]:
-    """Stop signalled runs whose grace is over; return the runs still there."""
-    healthy = {h.name for h in state.hosts if h.state == HostState.AVAILABLE}
-    still = []
-    for run in state.running:
-        if run.signalled_at is None or state.now < run.signalled_at + params.grace:
-            still.append(run)
+def _end_grace(
+    state: ClusterState, params: Params, plan: FloorPlan, floor: Floor, out: Pass
+) -> set[int]:
+    """Stop signalled runs whose grace is over; return their ids."""
+    stopped: set[int] = set()
+    if not plan.signalled:
+        return stopped
+    healthy = floor.size
+    for key in plan.signalled:
+        run = plan.by_id[key]
+        if state.now < run.signalled_at + params.grace:
             continue
         drained = any(h not in healthy for h in run.placement.hosts)
         then = "requeued" if run.workload.resumable else "not resumable: ends as PREEMPTED"
@@ -101,19 +127,22 @@ def _end_grace(state: ClusterState, params: Params, floor: Floor, out: Pass) -> 
             )
         )
         floor.stopped(run)
-    return still
+        stopped.add(key)
+    return stopped
 
 
-def _drain(state: ClusterState, floor: Floor, running: list[Run], out: Pass) -> None:
+def _drain(
+    state: ClusterState, plan: FloorPlan, floor: Floor, stopped: set[int], out: Pass
+) -> None:
     """DRAINING hosts: unallocated and preemptible work leaves at once, protected work when its
     protection expires; a host with nothing left on it is drained."""
-    draining = {h.name: h for h in state.hosts if h.state == HostState.DRAINING}
+    draining = plan.draining
     if not draining:
         return
     occupied: set[str] = set()
-    for run in running:
+    for run in state.running:
         hosts = [h for h in run.placement.hosts if h in draining]
-        if not hosts:
+        if not hosts or id(run) in stopped:
             continue
         occupied.update(hosts)
         if run.signalled_at is not None:
@@ -139,31 +168,50 @@ class _Walk:
         state: ClusterState,
         tree: BudgetTree,
         params: Params,
-        standing: Standing,
+        standing: Standing | None,
         floor: Floor,
-        running: list[Run],
+        stopped: set[int],
         out: Pass,
     ):
+        self.state = state
+        self.tree = tree
         self.now = state.now
         self.params = params
         self.policy = params.policy
-        self.standing = standing
+        self.standing_if_any = standing
+        self._rules: Rules | None = None
         self.floor = floor
         self.out = out
-        self.rules = Rules(standing, params, state.now)
         self.holds_left = RESERVATIONS
         self.holders: list[str] = []
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
         self.cannot_preempt: dict[str, int] = {}  # leaf -> smallest size with no victim set
-        self.reach = self._reach()  # what preemption could free at best, per host
+        self.nohold = math.inf  # smallest size no hosts could be held for
+        self._free_seen = (-1, 0)
+        self._room_seen = (-1, 0)
+        self._labels: dict[str, str] = {}
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
             self.quota = {leaf: tree.fraction(leaf) * total for leaf in tree.nodes}
             self.in_use: dict[str, int] = {}
-            for run in running:
-                if run.allocated:
+            for run in state.running:
+                if run.allocated and id(run) not in stopped:
                     b = run.workload.budget
                     self.in_use[b] = self.in_use.get(b, 0) + run.gpus
+
+    @property
+    def standing(self) -> Standing:
+        """Fair-share standing, computed the first time a decision needs it."""
+        if self.standing_if_any is None:
+            s = self.state
+            self.standing_if_any = Standing(self.tree, s.usage, s.capacity)
+        return self.standing_if_any
+
+    @property
+    def rules(self) -> Rules:
+        if self._rules is None:
+            self._rules = Rules(self.standing, self.params, self.now)
+        return self._rules
 
     def run(self, order: list[Workload]) -> None:
         for w in order:
@@ -181,7 +229,7 @@ class _Walk:
             if victims is not None:
                 self._claim(w, victims)
                 return
-        if self.holds_left > 0:
+        if self.holds_left > 0 and w.gpus < self.nohold:
             self._hold(w)
             return
         self.out.waiting[w.id] = self._why(w)
@@ -205,11 +253,18 @@ class _Walk:
             if placement is not None:
                 return placement
             self.nofit = g
-        if self.floor.held:
+        if self.floor.held and g <= self._held_room():
             ends = self._ends(w)
             if ends <= max(self.floor.held.values()):
-                return place(g, self.floor, ends)
+                return place(g, self.floor, ends)  # backfill
         return None
+
+    def _held_room(self) -> int:
+        """Free GPUs on held hosts (a bound for backfill), recomputed only after a change."""
+        floor = self.floor
+        if self._room_seen[0] != floor.generation:
+            self._room_seen = (floor.generation, floor.free_on(floor.held))
+        return self._room_seen[1]
 
     def _start(self, w: Workload, placement) -> None:
         self.floor.occupy(placement)
@@ -218,7 +273,7 @@ class _Walk:
         if w.min_runtime <= 0:
             why = f"started on {hosts}: unallocated, uses idle GPUs until allocated work needs them"
         elif self.policy == "fairshare":
-            why = f"started on {hosts}: {self.standing.label(w.budget)} of entitlement"
+            why = f"started on {hosts}: {self._label(w.budget)} of entitlement"
         else:
             why = f"started on {hosts} ({self.policy})"
         if backfill:
@@ -239,25 +294,8 @@ class _Walk:
 
     # -- preempt -------------------------------------------------------------------------------
 
-    def _reach(self) -> tuple[int, int]:
-        """(most GPUs one host could offer, GPUs on hosts that could be emptied) if every run
-        that anybody may preempt left: a cheap bound that skips hopeless searches."""
-        floor, best, whole = self.floor, 0, 0
-        for host, size in floor.size.items():
-            if host in floor.held:
-                continue
-            n = len(floor.free[host]) + len(floor.releasing[host])
-            n += sum(len(idx) for run, idx in floor.runs[host] if self.rules.candidate(run))
-            best = max(best, n)
-            if n == size:
-                whole += size
-        return best, whole
-
     def _victims(self, w: Workload) -> Victims | None:
         g = w.gpus
-        one, whole = self.reach
-        if (g <= self.floor.largest and g > one) or (g > self.floor.largest and g > whole):
-            return None
         if g >= self.cannot_preempt.get(w.budget, math.inf):
             return None  # a smaller request of the same budget found nothing: neither will this
         found = victims_for(w, self.floor, self.rules)
@@ -279,7 +317,7 @@ class _Walk:
         if victims.runs:
             self.out.waiting[w.id] = (
                 f"preempting {len(victims.runs)} run(s) on {where} to make room "
-                f"({self.standing.label(w.budget)} of entitlement)"
+                f"({self._label(w.budget)} of entitlement)"
             )
         else:
             self.out.waiting[w.id] = f"waiting for GPUs on {where} being released by preempted runs"
@@ -310,6 +348,7 @@ class _Walk:
         if g <= floor.largest:
             ready = {h: t[g - 1] for h, t in times.items() if len(t) >= g}
             if not ready:
+                self.nohold = g
                 self.out.waiting[w.id] = self._why(w)
                 return
             host = min(ready, key=lambda h: (ready[h], h))
@@ -319,32 +358,47 @@ class _Walk:
             cost = {h: (v,) for h, v in ready.items()}
             chosen = choose_hosts(g, ready, floor.size, floor.group, cost)
             if chosen is None:
+                self.nohold = g
                 self.out.waiting[w.id] = self._why(w)
                 return
             hosts, until = sorted(chosen), max(ready[h] for h in chosen)
+        blocked = self._why(w)  # before the hold, so it counts the held hosts' free GPUs
         for h in hosts:
             floor.hold(h, until)
         self.holds_left -= 1
         self.holders.append(f"{w.budget}/{w.id}")
         why = (
-            f"holding {' '.join(hosts)} (expected free in {_span(until - self.now)}): "
-            f"needs {g} GPUs, {floor.open_free + floor.free_on(hosts)} free; "
-            "only work that ends in time may backfill them"
+            f"{blocked}; holding {' '.join(hosts)} (expected free in "
+            f"{_span(until - self.now)}): only work that ends in time may backfill them"
         )
         self.out.decisions.append(Hold(w, why, tuple(hosts), until))
         self.out.waiting[w.id] = why
 
     # -- explain ---------------------------------------------------------------------------------
 
+    def _open_free(self) -> int:
+        if self._free_seen[0] != self.floor.generation:
+            self._free_seen = (self.floor.generation, self.floor.open_free)
+        return self._free_seen[1]
+
+    def _label(self, budget: str) -> str:
+        """ "prog-a/proj-a1 at 40%": the budget's own usage over its own entitlement."""
+        label = self._labels.get(budget)
+        if label is None:
+            s = self.state
+            r = ratio(s.usage.get(budget, 0.0), self.tree.fraction(budget), s.capacity)
+            label = self._labels[budget] = f"{budget} at {percent(r)}"
+        return label
+
     def _why(self, w: Workload) -> str:
-        g, free = w.gpus, self.floor.open_free
+        g, free = w.gpus, self._open_free()
         shape = f"needs {g} GPUs" if g <= self.floor.largest else f"needs {g} GPUs on whole hosts"
         if w.min_runtime <= 0:
             why = f"unallocated: {shape}, {free} idle"
         elif self.policy == "fairshare":
             why = (
                 f"{shape}, {free} free; no run it may preempt "
-                f"({self.standing.label(w.budget)} of entitlement)"
+                f"({self._label(w.budget)} of entitlement)"
             )
         else:
             why = f"{shape}, {free} free ({self.policy}: no preemption)"

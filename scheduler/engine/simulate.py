@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .contract import ContractError, validate
 from .model import (
     BudgetTree,
     ClusterState,
@@ -209,6 +210,7 @@ class RunRecord:
     preempt_reason: str = ""
     for_workload_id: str | None = None
     lost_gpu_s: float = 0.0
+    slots: tuple = ()  # the placement's ((host, (gpu index, ...)), ...): not in runs.csv
 
 
 @dataclass(slots=True)
@@ -227,6 +229,8 @@ class PreemptionRecord:
     requester_ratio: float | None
     drain: bool
     reason: str
+    usage: dict | None = None  # leaf usage the pass saw (shared by the pass's records)
+    capacity: float = 0.0
 
 
 @dataclass
@@ -340,11 +344,12 @@ class Simulator:
                      tj.user, tj.duration)
         rec = JobRecord(tj, w, remaining=tj.duration)
         self.jobs[w.id] = rec
-        if w.min_runtime > 0 and self.tree.fraction(w.budget) <= 0:
+        try:
+            validate(w, self.hosts, self.tree, self.params)  # the contract, as on submit
+        except ContractError as exc:
             rec.state = "refused"
             rec.end_time = now
-            rec.reason = (f"{w.budget} has no allocation on this cluster: only unallocated "
-                          f"work (min_runtime 0) may run there")
+            rec.reason = str(exc)
             self.refused += 1
             return
         self._enqueue(w, now)
@@ -371,7 +376,7 @@ class Simulator:
         run = Run(w, now, d.placement, now + w.min_runtime, None, rec.runs)
         self.running[w.id] = run
         rr = RunRecord(w.id, rec.runs, now, None, w.gpus, " ".join(d.placement.hosts),
-                       w.min_runtime > 0, run.protected_until)
+                       w.min_runtime > 0, run.protected_until, slots=d.placement.slots)
         self.run_records.append(rr)
         self.run_rec[w.id] = rr
         if rec.first_start is None:
@@ -430,7 +435,7 @@ class Simulator:
         rec.remaining = 0.0
         return True
 
-    def _preempt(self, d: Preempt, now: float, standing) -> None:
+    def _preempt(self, d: Preempt, now: float, standing, state: ClusterState) -> None:
         run = d.run
         wid = run.workload.id
         if self.running.get(wid) is not run:
@@ -456,7 +461,7 @@ class Simulator:
         self.preemptions.append(PreemptionRecord(
             now, wid, run.number, run.workload.budget, run.workload.min_runtime > 0,
             run.protected_until, d.for_workload_id, req.workload.budget if req else None,
-            vr, rq, drain and req is None, d.reason))
+            vr, rq, drain and req is None, d.reason, state.usage, state.capacity))
 
     def _stop(self, d: Stop, now: float) -> None:
         run = d.run
@@ -606,17 +611,15 @@ class Simulator:
                         from .fairshare import Standing
 
                         standing = Standing(self.tree, state.usage, state.capacity)
-                    self._preempt(d, now, standing)
+                    self._preempt(d, now, standing, state)
                     again = again or self.params.grace <= 0
                 elif isinstance(d, Stop):
-                    self._stop(d, now)
-                    again = True
+                    self._stop(d, now)  # the same pass already reused its GPUs
                 elif isinstance(d, HostDrained):
                     host = self.host_by_name[d.host.name]
                     self._host_state(host, HostState.DRAINED)
                     self._host_state(host, HostState.REPAIRING)
                     self._push(now + self.config.repair_time, _REPAIR, host.name)
-                    again = True
                 elif isinstance(d, Hold):
                     self.holds += 1
             for wid, why in result.waiting.items():
@@ -625,7 +628,7 @@ class Simulator:
                     rec.reason = why
             if not again or not (self.pending or self.draining or self._grace_due(now)):
                 break
-        if self.pending:
+        if self.pending or self.draining:
             nxt = self.next_event(self._state(now), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
@@ -875,6 +878,12 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
                            if v else []) for k, v in waits.items()}
     debug_p95 = _pct(waits["debug"])["p95"]
     notes = list(sim.notes)
+    refused = Counter(r.reason for r in jobs if r.state == "refused")
+    for why, count in refused.most_common(3):
+        notes.append(f"{count} workload(s) refused at submission: {why}")
+    if sim.clamped:
+        notes.append(f"{sim.clamped} workload(s) declared a min_runtime above the maximum "
+                     f"({p.max_min_runtime:g} s): clamped to it")
     if debug_p95 is not None and debug_p95 > 120:
         notes.append(explain_debug_wait(sim, res))
     return {
@@ -918,19 +927,35 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
 
 
 def explain_debug_wait(sim: Simulator, res: SimResult) -> str:
-    """Why debug workloads waited more than 2 minutes at p95 (printed and in the report)."""
+    """Why debug workloads waited more than 2 minutes at p95 (printed and in the report):
+    where they were and what the engine said while they waited (its last ``waiting`` reason).
+    """
     slow = [r for r in res.jobs if r.first_start is not None
             and is_debug(r.workload.gpus, r.workload.min_runtime) and r.wait_s > 120]
-    over = Counter()
-    for r in slow:
-        b = sim.jobs[r.job.job_id].job.budget
-        over[b] += 1
-    top = ", ".join(f"{b} ({n})" for b, n in over.most_common(3))
-    return (f"debug p95 wait above 2 min: {len(slow)} debug workloads waited > 2 min, mostly in "
-            f"{top}; they wait when their budget ranks below others (over its entitlement) and "
-            f"no GPU frees within the wait - every GPU held by protected allocated work, "
-            f"which is never preempted; shorter max min_runtime or a larger share for those "
-            f"budgets shortens it")
+    where = Counter(r.job.budget for r in slow)
+    why = Counter(_reason_kind(r.reason) for r in slow)
+    top = ", ".join(f"{b} ({n})" for b, n in where.most_common(3))
+    reasons = "; ".join(f"{k} ({n})" for k, n in why.most_common(3))
+    return (f"debug p95 wait above 2 min: {len(slow)} debug workloads waited > 2 min, mostly "
+            f"in {top}. The engine's last reasons while they waited: {reasons}. A debug "
+            f"workload waits when its branch ranks below branches with queued work (strict "
+            f"Fair Tree dominance) and no GPU frees: protected allocated work (up to the max "
+            f"min_runtime) is never preempted, and a preemption costs at least the grace "
+            f"period ({sim.params.grace:g} s) - shorter max min_runtime, a shorter grace, or "
+            f"more unallocated fill work (preemptible at once) shortens it")
+
+
+_NUM = re.compile(r"[0-9][0-9.]*%?")
+
+
+def _reason_kind(reason: str) -> str:
+    """A waiting reason without its numbers and names, to count reasons by kind."""
+    if not reason:
+        return "no reason recorded"
+    head = reason.split(";")[0]
+    head = re.sub(r"\bon [^:(]+", "on <hosts>", head)
+    head = re.sub(r"holding [^(]+", "holding <hosts> ", head)
+    return _NUM.sub("N", head)[:90]
 
 
 # ------------------------------------------------------------------------- summary printing

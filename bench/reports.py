@@ -1,0 +1,148 @@
+"""Benchmark (not a test): p50/p95 of the dashboard and report pages on a seeded year of a
+1,024-GPU cluster (`manage.py seed_history`: 128 hosts x 8 GPUs, 10-minute occupancy samples,
+hourly usage and capacity rollups, 100 workloads a day). Target: p95 < 200 ms.
+
+    .venv/bin/python bench/reports.py [--db postgresql sqlite] [--n 20] [--keep]
+
+Each database gets a scratch copy that the script migrates, seeds and drops afterwards:
+PostgreSQL (the production database) on the server of DATABASE_URL when it is a postgres://
+URL, else postgres://postgres@127.0.0.1:5432, as database ``bench_reports_<pid>``; SQLite as a
+file under /tmp. ``--keep`` keeps them (named ``bench_reports_keep``) and reuses them on the
+next run, seeding only once. Every page is requested ``--n`` times after one warm-up request
+as the CEO (who sees every row) through Django's test client; one line per page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SERVER = "postgres://postgres@127.0.0.1:5432"
+CHILD = "TIMESHARE_BENCH_REPORTS_CHILD"
+
+
+def server_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        return url.rsplit("/", 1)[0]
+    return DEFAULT_SERVER
+
+
+def admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{server_url()}/postgres", autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def parent(args) -> int:
+    name = "bench_reports_keep" if args.keep else f"bench_reports_{os.getpid()}"
+    failed = False
+    for db in args.db:
+        if db == "postgresql":
+            url = f"{server_url()}/{name}"
+            try:
+                if not args.keep:
+                    admin(f'DROP DATABASE IF EXISTS "{name}"')
+                admin(f'CREATE DATABASE "{name}"')
+            except Exception as error:  # already there with --keep, or no server
+                if "already exists" not in str(error):
+                    print(f"postgresql: cannot create a scratch database: {error}")
+                    failed = True
+                    continue
+        else:
+            url = f"sqlite:///{Path(tempfile.gettempdir()) / (name + '.sqlite3')}"
+        env = {**os.environ, "DATABASE_URL": url, CHILD: "1"}
+        command = [sys.executable, __file__, "--n", str(args.n)]
+        try:
+            result = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+            sys.stdout.write(result.stdout)
+            if result.returncode:
+                sys.stdout.write(result.stderr[-3000:])
+                failed = True
+        finally:
+            if not args.keep:
+                if db == "postgresql":
+                    admin(f'DROP DATABASE IF EXISTS "{name}"')
+                else:
+                    Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+    return 1 if failed else 0
+
+
+def child(args) -> int:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduler.models import Cluster
+
+    vendor = connection.vendor
+    call_command("migrate", verbosity=0)
+    cluster = "big"
+    if not Cluster.objects.filter(name=cluster).exists():
+        started = time.perf_counter()
+        call_command("seed_history", cluster=cluster, stdout=open(os.devnull, "w"))  # noqa: SIM115
+        print(f"{vendor}: seeded a year for a 1,024-GPU cluster in "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+    client = Client()
+    client.force_login(User.objects.get(username="bench-ceo"))
+    pages = {
+        "dashboards": "/reports/dashboards/",
+        "cluster day": f"/reports/dashboards/{cluster}/?range=day",
+        "cluster week": f"/reports/dashboards/{cluster}/?range=week",
+        "cluster month": f"/reports/dashboards/{cluster}/?range=month",
+        "cluster week (htmx)": f"/reports/dashboards/{cluster}/?range=week",
+        "review week": f"/reports/review/{cluster}/?period=week",
+        "review month": f"/reports/review/{cluster}/?period=month",
+        "review quarter": f"/reports/review/{cluster}/?period=quarter",
+        "review csv month": f"/reports/review/{cluster}/report.csv?period=month",
+    }
+    worst = 0.0
+    for name, url in pages.items():
+        headers = {"HTTP_HX_REQUEST": "true"} if "htmx" in name else {}
+        client.get(url, HTTP_HOST="localhost", **headers)  # warm-up
+        times = []
+        for _ in range(args.n):
+            with CaptureQueriesContext(connection) as queries:
+                begin = time.perf_counter()
+                response = client.get(url, HTTP_HOST="localhost", **headers)
+                times.append(1000 * (time.perf_counter() - begin))
+            assert response.status_code == 200, (url, response.status_code)
+        times.sort()
+        p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+        worst = max(worst, p95)
+        print(f"{vendor:<10} {name:<20} p50 {statistics.median(times):6.0f} ms  "
+              f"p95 {p95:6.0f} ms  {len(queries):3d} queries", flush=True)
+    verdict = "met" if worst < 200 else "NOT met"
+    print(f"{vendor:<10} target p95 < 200 ms on every page: {verdict} (worst {worst:.0f} ms, "
+          f"{args.n} requests per page)")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", nargs="+", choices=["postgresql", "sqlite"],
+                        default=["postgresql", "sqlite"])
+    parser.add_argument("--n", type=int, default=20)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the seeded scratch databases and reuse them next time")
+    args = parser.parse_args()
+    return child(args) if os.environ.get(CHILD) else parent(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

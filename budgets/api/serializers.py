@@ -1,0 +1,189 @@
+"""The budget tree, change requests and usage figures as JSON. Writing serializers only check
+types and ranges; budgets.services decides and writes."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest
+from scheduler.models import Cluster
+
+
+class TreeNodeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    path = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    parent = serializers.IntegerField(allow_null=True)
+    depth = serializers.IntegerField()
+    managers = serializers.ListField(child=serializers.CharField())
+    shares = serializers.IntegerField(allow_null=True, help_text="Shares on the cluster.")
+    version = serializers.IntegerField(
+        allow_null=True, help_text="Send it back when setting shares: a stale edit gets 409."
+    )
+    percent_of_parent = serializers.FloatField(allow_null=True)
+    percent_of_cluster = serializers.FloatField()
+    gpu_hours_per_week = serializers.FloatField()
+    usage_gpu_hours = serializers.FloatField(
+        help_text="Allocated GPU-hours charged to the subtree over the cluster's window."
+    )
+    entitlement_gpu_hours = serializers.FloatField(
+        help_text="Fraction of the cluster x its healthy capacity over the window."
+    )
+    ratio = serializers.FloatField(
+        allow_null=True, help_text="usage / entitlement; null without an allocation."
+    )
+    ratio_label = serializers.CharField()
+    rank = serializers.IntegerField(
+        allow_null=True, help_text="Fair Tree rank among its siblings (1 is served first)."
+    )
+    siblings = serializers.IntegerField(allow_null=True)
+    can_set_shares = serializers.BooleanField()
+    can_request_change = serializers.BooleanField()
+
+
+class TreeSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    gpus = serializers.IntegerField()
+    window = serializers.IntegerField(help_text="Fair-share lookback window, seconds.")
+    capacity_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours the healthy hosts could give over the window."
+    )
+    as_of = serializers.DateTimeField()
+    nodes = TreeNodeSerializer(many=True, help_text="Depth first, parents before children.")
+
+
+class AllocationSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    shares = serializers.IntegerField()
+    version = serializers.IntegerField()
+    updated = serializers.DateTimeField()
+
+
+class BudgetNodeSerializer(serializers.ModelSerializer):
+    parent = serializers.CharField(source="parent.path", default=None, read_only=True)
+    managers = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
+    children = serializers.SerializerMethodField()
+    allocations = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BudgetNode
+        fields = [
+            "id", "path", "name", "slug", "kind", "description", "parent", "managers",
+            "children", "allocations",
+        ]
+        read_only_fields = fields
+
+    def get_children(self, node) -> list[str]:
+        return [child.path for child in node.children.all()]
+
+    @extend_schema_field(AllocationSerializer(many=True))
+    def get_allocations(self, node):
+        return [
+            {"cluster": a.cluster.name, "shares": a.shares, "version": a.version,
+             "updated": a.updated}
+            for a in node.allocations.select_related("cluster").order_by("cluster__name")
+        ]
+
+
+class SetSharesSerializer(serializers.Serializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    shares = serializers.IntegerField(min_value=1, max_value=MAX_SHARES)
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    version = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True,
+        help_text="The allocation version you read; if it changed since, 409.",
+    )
+
+
+class EffectSerializer(serializers.Serializer):
+    budget = serializers.CharField()
+    before = serializers.FloatField(help_text="% of cluster now")
+    after = serializers.FloatField(help_text="% of cluster if approved")
+
+
+class ChangeRequestSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.path", read_only=True)
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True)
+    decided_by = serializers.CharField(source="decided_by.username", default=None, read_only=True)
+    can_decide = serializers.BooleanField(read_only=True)
+    can_withdraw = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ChangeRequest
+        fields = [
+            "id", "node", "cluster", "requested_by", "shares_before", "requested_shares",
+            "requested_percent", "reason", "state", "created", "decided_by", "decided_at",
+            "decision_comment", "can_decide", "can_withdraw",
+        ]
+        read_only_fields = fields
+
+
+class ChangeRequestDetailSerializer(ChangeRequestSerializer):
+    effects = EffectSerializer(many=True, read_only=True)
+
+    class Meta(ChangeRequestSerializer.Meta):
+        fields = [*ChangeRequestSerializer.Meta.fields, "effects"]
+        read_only_fields = fields
+
+
+class ChangeRequestCreateSerializer(serializers.Serializer):
+    """Ask the parent's managers for a different share of a budget you manage: give either
+    `shares` or `percent` (of the parent, the siblings' shares unchanged)."""
+
+    node = serializers.SlugRelatedField(
+        slug_field="path", queryset=BudgetNode.objects.all(), help_text="Budget path."
+    )
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    shares = serializers.IntegerField(
+        min_value=1, max_value=MAX_SHARES, required=False, allow_null=True
+    )
+    percent = serializers.DecimalField(
+        max_digits=5, decimal_places=2, min_value=0, max_value=100, required=False,
+        allow_null=True, coerce_to_string=False,
+    )
+    reason = serializers.CharField(max_length=5000)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:
+            self.fields["node"].queryset = BudgetNode.objects.restrict(request.user)
+
+
+class DecisionSerializer(serializers.Serializer):
+    comment = serializers.CharField(
+        max_length=5000, required=False, allow_blank=True, default="",
+        help_text="Required to reject.",
+    )
+
+
+class UsageRowSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    path = serializers.CharField()
+    name = serializers.CharField()
+    depth = serializers.IntegerField()
+    leaf = serializers.BooleanField()
+    shares = serializers.FloatField(allow_null=True, help_text="Time-weighted shares.")
+    percent_of_cluster = serializers.FloatField()
+    entitlement_gpu_hours = serializers.FloatField()
+    delivered_gpu_hours = serializers.FloatField()
+    unallocated_gpu_hours = serializers.FloatField()
+    demand_gpu_hours = serializers.FloatField()
+    attainment = serializers.FloatField(allow_null=True)
+    wait_median_seconds = serializers.FloatField(allow_null=True)
+    wait_p95_seconds = serializers.FloatField(allow_null=True)
+    starts = serializers.IntegerField()
+    preemptions = serializers.IntegerField()
+    lost_gpu_hours = serializers.FloatField()
+
+
+class UsageSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    period = serializers.CharField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    until = serializers.DateTimeField(help_text="End of the elapsed part of the period.")
+    capacity_gpu_hours = serializers.FloatField()
+    definitions = serializers.DictField(child=serializers.CharField())
+    rows = UsageRowSerializer(many=True)

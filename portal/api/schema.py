@@ -1,0 +1,39 @@
+"""OpenAPI additions: every operation documents its JSON errors, so a client (and the
+schemathesis run in the test suite) knows every status code it may get."""
+
+ERROR = {
+    "type": "object",
+    "description": "An error: `detail` is the message to show; `field` the input it is about.",
+    "properties": {
+        "detail": {"type": "string"},
+        "field": {"type": "string", "nullable": True},
+        "errors": {"type": "object", "additionalProperties": True},
+    },
+    "required": ["detail"],
+}
+MESSAGES = {
+    "400": "Bad input, or an action the object's state does not allow",
+    "401": "Not authenticated: send `Authorization: Bearer <token>`",
+    "403": "Not allowed (the portal's permission rules)",
+    "404": "No such object, or one you may not see",
+    "405": "Method not allowed",
+    "409": "Changed by someone else since you read it",
+    "415": "Unsupported media type",
+    "406": "Not acceptable",
+}
+
+
+def add_error_responses(result, generator, request, public):
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    reference = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path in result.get("paths", {}).values():
+        for method, operation in path.items():
+            codes = ["401", "403", "404", "405", "406"]
+            if method in ("post", "put", "patch", "delete"):
+                codes += ["400", "409", "415"]
+            elif operation.get("parameters"):
+                codes += ["400"]
+            responses = operation.setdefault("responses", {})
+            for code in codes:
+                responses.setdefault(code, {"description": MESSAGES[code], "content": reference})
+    return result

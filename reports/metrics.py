@@ -1,0 +1,830 @@
+"""The figures of the review report and the dashboards, computed from one cluster's history.
+
+Every figure is defined once here; the pages print `DEFINITIONS` next to the numbers.
+
+A period is a half-open interval ``[start, end)``. Only its elapsed part counts: time after
+``now`` (a report for the current month) and time before the cluster existed have no
+capacity, so nobody looks under-served by a future that has not happened.
+
+* Shares in force: the allocation audit log (``AllocationChange``) replayed up to the period,
+  then every change inside it starts a new segment, so a change at 12:00 on Wednesday counts
+  from 12:00 exactly. A node's shares and fraction are weighted by the time each was in force.
+  Fractions always come from ``scheduler.engine.fractions`` (the 35% rule). The tree's shape is
+  today's: a budget moved to another parent is reported under its new parent for past periods.
+* Capacity: GPUs on healthy hosts, the step function of ``OccupancySample.available`` (each
+  sample holds until the next). Before a cluster's first sample, its hosts' GPU count.
+* Entitlement GPU-h = integral over the period of fraction(t) x healthy GPUs(t).
+* Delivered GPU-h = allocated GPU-seconds charged to the budget's subtree, from the hourly
+  ``UsageRollup``: exact to the clock hour (an hour counts when it starts inside the period).
+* Unallocated GPU-h = GPU-time of unallocated runs (``min_runtime = 0``) overlapping the
+  period, clipped to it. Free, never charged.
+* Demand GPU-h = delivered GPU-h + GPU-time the budget's allocated workloads spent pending in
+  the period (GPUs x time from submission or requeue to start, cancellation or the end of the
+  period). What the budget asked for, whether it got it or not.
+* Attainment = delivered / min(entitlement, demand): 100% means the budget got all it asked
+  for up to its entitlement; above 100% it used idle capacity beyond its entitlement; empty
+  when it neither asked nor was entitled.
+* Waits: for allocated workloads that started in the period, the time from submission (or
+  requeue) to start; median and p95 with linear interpolation. Workloads still waiting at the
+  end are not in the waits (they are in demand).
+* Preemptions: runs that ended preempted in the period (allocated and unallocated).
+* GPU-h lost to preemption, counted in the period the run ended: for a non-resumable run its
+  whole GPU-time (its work is gone); for a resumable run the grace period from the signal to
+  the stop (time spent checkpointing instead of computing).
+* Impact (dashboards): over leaf budgets with demand, min(1, attainment) averaged with the
+  budgets' time-weighted fractions as weights (capped so one budget's use of idle capacity
+  cannot hide another's shortfall).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+
+from django.db.models import Count, Max, Q, Sum
+from django.db.models.functions import Trunc
+from django.utils import timezone
+
+from budgets.models import AllocationChange, BudgetNode
+from budgets.services import depth_first, shares_by_path
+from scheduler.engine import fractions
+from scheduler.models import (
+    Event,
+    Host,
+    HostEvent,
+    OccupancySample,
+    Run,
+    UsageRollup,
+    Workload,
+)
+
+HOUR = 3600.0
+DEBUG_GPUS = 2
+DEBUG_MIN_RUNTIME = 15 * 60
+
+DEFINITIONS = [
+    ("Shares", "shares in force, weighted by the time each value held (from the audit log)"),
+    ("% of cluster", "fraction of the cluster (product of shares over siblings' shares down "
+     "the path), time-weighted"),
+    ("Entitlement", "fraction x GPUs on healthy hosts, integrated over the elapsed period"),
+    ("Delivered", "allocated GPU-hours charged to the budget (hourly usage rollups)"),
+    ("Unallocated", "GPU-hours of free, preemptible runs (min_runtime 0); never charged"),
+    ("Demand", "delivered + GPU-hours the budget's allocated workloads spent pending"),
+    ("Attainment", "delivered / min(entitlement, demand); empty without demand or entitlement"),
+    ("Waits", "submission or requeue to start, allocated workloads started in the period; "
+     "median and p95"),
+    ("Preemptions", "runs ended by preemption in the period"),
+    ("GPU-h lost", "non-resumable preempted runs: all their GPU-time; resumable ones: the grace "
+     "period from signal to stop"),
+]
+
+
+def seconds(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds()
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between order statistics (numpy's default, Excel's PERCENTILE)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# ---------------------------------------------------------------------------------------------
+# The tree
+
+
+class Tree:
+    """Every budget node in tree order, with subtree sums."""
+
+    def __init__(self, nodes: list[BudgetNode] | None = None):
+        self.nodes = depth_first(nodes if nodes is not None else list(BudgetNode.objects.all()))
+        self.by_pk = {node.pk: node for node in self.nodes}
+        self.children: dict[int | None, list[BudgetNode]] = defaultdict(list)
+        for node in self.nodes:
+            self.children[node.parent_id].append(node)
+
+    def is_leaf(self, node: BudgetNode) -> bool:
+        return not self.children.get(node.pk)
+
+    def subtree_sums(self, values: dict[int, float]) -> dict[int, float]:
+        """Per node id: its own value plus all its descendants'."""
+        total = {node.pk: values.get(node.pk, 0.0) for node in self.nodes}
+        for node in reversed(self.nodes):  # children come after their parents
+            if node.parent_id in total:
+                total[node.parent_id] += total[node.pk]
+        return total
+
+    def subtree_lists(self, values: dict[int, list]) -> dict[int, list]:
+        total = {node.pk: list(values.get(node.pk, ())) for node in self.nodes}
+        for node in reversed(self.nodes):
+            if node.parent_id in total:
+                total[node.parent_id].extend(total[node.pk])
+        return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Shares in force
+
+
+@dataclass
+class ShareSegment:
+    start: datetime
+    end: datetime
+    shares: dict[int, int]  # node id -> shares (nodes with an allocation)
+    fraction: dict[int, float]  # node id -> fraction of the cluster
+
+
+def share_segments(cluster, tree: Tree, start: datetime, end: datetime) -> list[ShareSegment]:
+    """The allocation history replayed: piecewise-constant shares and fractions on [start, end)."""
+    if end <= start:
+        return []
+    changes = (
+        AllocationChange.objects.filter(cluster=cluster, at__lt=end)
+        .order_by("at", "id")
+        .values_list("node_id", "new_shares", "at")
+    )
+    state: dict[int, int] = {}
+    points: list[tuple[datetime, dict[int, int]]] = [(start, {})]
+    for node_id, new_shares, at in changes:
+        state[node_id] = new_shares
+        moment = max(at, start)  # everything up to the start is the state in force at it
+        if points[-1][0] == moment:
+            points[-1] = (moment, dict(state))
+        else:
+            points.append((moment, dict(state)))
+    segments = []
+    for index, (at, shares) in enumerate(points):
+        until = points[index + 1][0] if index + 1 < len(points) else end
+        segments.append(ShareSegment(at, until, shares, _fractions(tree, shares)))
+    return segments
+
+
+def _fractions(tree: Tree, shares: dict[int, int]) -> dict[int, float]:
+    allocations = {pk: SimpleNamespace(shares=value) for pk, value in shares.items()}
+    by_path = fractions(shares_by_path(tree.nodes, allocations))
+    return {node.pk: by_path.get(node.path, 0.0) for node in tree.nodes}
+
+
+# ---------------------------------------------------------------------------------------------
+# Capacity
+
+
+class Capacity:
+    """Healthy GPUs as a step function of time, with its integral."""
+
+    def __init__(self, steps: list[tuple[datetime, float]], end: datetime):
+        self.times = [t for t, _ in steps] + [end]
+        self.gpus = [g for _, g in steps]
+        self.cumulative = [0.0]
+        for i, gpus in enumerate(self.gpus):
+            span = seconds(self.times[i], self.times[i + 1])
+            self.cumulative.append(self.cumulative[-1] + gpus * span)
+
+    @classmethod
+    def load(cls, cluster, start: datetime, end: datetime) -> Capacity:
+        """From the occupancy samples; before the first one ever, the hosts' GPU count from the
+        cluster's creation on."""
+        begin = max(start, cluster.created)
+        if end <= begin:
+            return cls([], begin)
+        samples = list(
+            OccupancySample.objects.filter(cluster=cluster, at__gte=begin, at__lt=end)
+            .order_by("at")
+            .values_list("at", "available")
+        )
+        before = (
+            OccupancySample.objects.filter(cluster=cluster, at__lt=begin)
+            .order_by("-at")
+            .values_list("available", flat=True)
+            .first()
+        )
+        steps: list[tuple[datetime, float]] = []
+        if before is not None:
+            steps.append((begin, float(before)))
+        elif not samples or samples[0][0] > begin:
+            steps.append((begin, float(cluster.gpu_count)))
+        steps.extend((at, float(available)) for at, available in samples)
+        return cls(steps, end)
+
+    def _integral_to(self, t: datetime) -> float:
+        if not self.gpus or t <= self.times[0]:
+            return 0.0
+        if t >= self.times[-1]:
+            return self.cumulative[-1]
+        i = bisect.bisect_right(self.times, t) - 1
+        return self.cumulative[i] + self.gpus[i] * seconds(self.times[i], t)
+
+    def gpu_seconds(self, a: datetime, b: datetime) -> float:
+        return max(0.0, self._integral_to(b) - self._integral_to(a))
+
+
+def entitlement_seconds(
+    segments: list[ShareSegment], capacity: Capacity, a: datetime, b: datetime
+) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """Per node over [a, b): entitlement GPU-seconds, time-weighted shares x seconds and
+    time-weighted fraction x seconds."""
+    entitled: dict[int, float] = defaultdict(float)
+    share_time: dict[int, float] = defaultdict(float)
+    fraction_time: dict[int, float] = defaultdict(float)
+    for segment in segments:
+        s0, s1 = max(a, segment.start), min(b, segment.end)
+        if s1 <= s0:
+            continue
+        gpu_s = capacity.gpu_seconds(s0, s1)
+        span = seconds(s0, s1)
+        for pk, fraction in segment.fraction.items():
+            if fraction:
+                entitled[pk] += fraction * gpu_s
+                fraction_time[pk] += fraction * span
+        for pk, shares in segment.shares.items():
+            share_time[pk] += shares * span
+    return entitled, share_time, fraction_time
+
+
+# ---------------------------------------------------------------------------------------------
+# Usage, queue and preemption
+
+
+def delivered_seconds(cluster, start: datetime, end: datetime) -> dict[int, float]:
+    """Allocated GPU-seconds per budget id, from the hourly rollups starting in [start, end)."""
+    rows = (
+        UsageRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+        .values("budget_id")
+        .annotate(total=Sum("gpu_seconds"))
+        .values_list("budget_id", "total")
+    )
+    return {budget_id: total or 0.0 for budget_id, total in rows}
+
+
+def delivered_by_bucket(cluster, start, end, kind: str) -> dict[tuple[int, datetime], float]:
+    """Allocated GPU-seconds per (budget id, bucket start), buckets "hour" or "day"."""
+    rows = (
+        UsageRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+        .annotate(bucket=Trunc("hour", kind))
+        .values("budget_id", "bucket")
+        .annotate(total=Sum("gpu_seconds"))
+        .values_list("budget_id", "bucket", "total")
+    )
+    return {(budget_id, bucket): total or 0.0 for budget_id, bucket, total in rows}
+
+
+@dataclass
+class Wait:
+    """A workload's stay in the queue: from submission or requeue to start or giving up."""
+
+    budget_id: int
+    gpus: int
+    min_runtime: int
+    opened: datetime
+    closed: datetime | None  # None: still pending
+    started: bool
+
+    @property
+    def allocated(self) -> bool:
+        return self.min_runtime > 0
+
+    def pending_seconds(self, a: datetime, b: datetime) -> float:
+        end = min(b, self.closed) if self.closed else b
+        return max(0.0, seconds(max(a, self.opened), end))
+
+    def kind(self, host_gpus: int) -> str:
+        if not self.allocated:
+            return "unallocated"
+        if self.gpus <= DEBUG_GPUS and self.min_runtime <= DEBUG_MIN_RUNTIME:
+            return "debug"
+        return "small" if self.gpus <= host_gpus else "large"
+
+
+OPENS = {Event.Kind.REQUEUED}
+CLOSES = {
+    Event.Kind.STARTED: True,
+    Event.Kind.CANCELLED: False,
+    Event.Kind.FAILED: False,
+    Event.Kind.COMPLETED: False,
+    Event.Kind.PREEMPTED: False,
+}
+
+
+def queue_stays(cluster, start: datetime, end: datetime) -> list[Wait]:
+    """Every queue stay overlapping [start, end) or starting in it, from the workloads' events.
+    A workload enters the queue at its submission and again at each requeue."""
+    workloads = Workload.objects.filter(cluster=cluster, submitted__lt=end).filter(
+        Q(finished__isnull=True) | Q(finished__gte=start)
+    )
+    info = {
+        pk: (budget_id, gpus, min_runtime, submitted)
+        for pk, budget_id, gpus, min_runtime, submitted in workloads.values_list(
+            "pk", "budget_id", "gpus", "min_runtime", "submitted"
+        )
+    }
+    events = (
+        Event.objects.filter(
+            workload__in=workloads, at__lt=end, kind__in=[*OPENS, *CLOSES]
+        )
+        .order_by("workload_id", "at", "id")
+        .values_list("workload_id", "kind", "at")
+    )
+    by_workload: dict[int, list[tuple[str, datetime]]] = defaultdict(list)
+    for workload_id, kind, at in events:
+        by_workload[workload_id].append((kind, at))
+    stays = []
+    for pk, (budget_id, gpus, min_runtime, submitted) in info.items():
+        opened: datetime | None = submitted
+        for kind, at in by_workload.get(pk, ()):
+            if kind in OPENS:
+                if opened is None:
+                    opened = at
+            elif opened is not None:
+                stays.append(Wait(budget_id, gpus, min_runtime, opened, at, CLOSES[kind]))
+                opened = None
+        if opened is not None:
+            stays.append(Wait(budget_id, gpus, min_runtime, opened, None, False))
+    return [s for s in stays if s.closed is None or s.closed >= start]
+
+
+@dataclass
+class RunFacts:
+    unallocated_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    preemptions: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    lost_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+
+
+def lost_gpu_seconds(gpus, started, ended, signalled_at, resumable) -> float:
+    if not resumable:
+        return gpus * seconds(started, ended)
+    return gpus * seconds(signalled_at, ended) if signalled_at else 0.0
+
+
+def run_facts(cluster, start: datetime, end: datetime, now: datetime) -> RunFacts:
+    until = min(end, now)
+    runs = (
+        Run.objects.filter(workload__cluster=cluster, started__lt=until)
+        .filter(Q(ended__isnull=True) | Q(ended__gt=start))
+        .filter(
+            Q(allocated=False)
+            | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=start, ended__lt=end)
+        )
+        .values_list(
+            "workload__budget_id", "allocated", "gpus", "started", "ended", "signalled_at",
+            "end_reason", "workload__resumable",
+        )
+    )
+    facts = RunFacts()
+    for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in runs:
+        if not allocated:
+            stop = min(until, ended) if ended else until
+            held = max(0.0, seconds(max(start, started), stop))
+            facts.unallocated_seconds[budget_id] += gpus * held
+        if reason == Run.EndReason.PREEMPTED and ended and start <= ended < end:
+            facts.preemptions[budget_id] += 1
+            facts.lost_seconds[budget_id] += lost_gpu_seconds(
+                gpus, started, ended, signalled_at, resumable
+            )
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------
+# The review report
+
+
+@dataclass
+class ReportRow:
+    node: BudgetNode
+    depth: int
+    leaf: bool
+    shares: float | None
+    fraction: float
+    entitlement_h: float
+    delivered_h: float
+    unallocated_h: float
+    demand_h: float
+    waits: list[float]  # seconds
+    preemptions: int
+    lost_h: float
+
+    @property
+    def attainment(self) -> float | None:
+        basis = min(self.entitlement_h, self.demand_h)
+        return self.delivered_h / basis if basis > 0 else None
+
+    @property
+    def wait_median(self) -> float | None:
+        return quantile(self.waits, 0.5)
+
+    @property
+    def wait_p95(self) -> float | None:
+        return quantile(self.waits, 0.95)
+
+
+@dataclass
+class Report:
+    cluster: object
+    start: datetime
+    end: datetime
+    until: datetime  # end of the elapsed part
+    rows: list[ReportRow]
+    capacity_h: float
+
+    @property
+    def hours(self) -> float:
+        return max(0.0, seconds(self.start, self.until)) / HOUR
+
+
+def period_until(start: datetime, end: datetime, now: datetime | None) -> datetime:
+    now = now or timezone.now()
+    return max(start, min(end, now))
+
+
+def budget_report(cluster, start: datetime, end: datetime, now: datetime | None = None,
+                  tree: Tree | None = None) -> Report:
+    """One row per budget node in tree order; every figure of a node covers its subtree, so a
+    parent's row is the subtotal of its children's."""
+    now = now or timezone.now()
+    until = period_until(start, end, now)
+    tree = tree or Tree()
+    segments = share_segments(cluster, tree, start, until)
+    capacity = Capacity.load(cluster, start, until)
+    entitled, share_time, fraction_time = entitlement_seconds(segments, capacity, start, until)
+    delivered = tree.subtree_sums(delivered_seconds(cluster, start, end))
+    facts = run_facts(cluster, start, end, now)
+    unallocated = tree.subtree_sums(facts.unallocated_seconds)
+    preemptions = tree.subtree_sums(facts.preemptions)
+    lost = tree.subtree_sums(facts.lost_seconds)
+    pending: dict[int, float] = defaultdict(float)
+    waits: dict[int, list[float]] = defaultdict(list)
+    for stay in queue_stays(cluster, start, end):
+        if not stay.allocated:
+            continue
+        pending[stay.budget_id] += stay.gpus * stay.pending_seconds(start, until)
+        if stay.started and start <= stay.closed < end:
+            waits[stay.budget_id].append(seconds(stay.opened, stay.closed))
+    pending = tree.subtree_sums(pending)
+    waits_sub = tree.subtree_lists(waits)
+    span = seconds(start, until)
+    rows = []
+    for node in tree.nodes:
+        pk = node.pk
+        rows.append(
+            ReportRow(
+                node=node,
+                depth=node.depth,
+                leaf=tree.is_leaf(node),
+                shares=(share_time[pk] / span) if span and pk in share_time else None,
+                fraction=(fraction_time.get(pk, 0.0) / span) if span else 0.0,
+                entitlement_h=entitled.get(pk, 0.0) / HOUR,
+                delivered_h=delivered[pk] / HOUR,
+                unallocated_h=unallocated[pk] / HOUR,
+                demand_h=(delivered[pk] + pending[pk]) / HOUR,
+                waits=waits_sub[pk],
+                preemptions=int(preemptions[pk]),
+                lost_h=lost[pk] / HOUR,
+            )
+        )
+    return Report(cluster, start, end, until, rows, capacity.gpu_seconds(start, until) / HOUR)
+
+
+# The table shown on the page and downloaded as CSV: one definition for both.
+COLUMNS = [
+    ("budget", "Budget"),
+    ("kind", "Kind"),
+    ("shares", "Shares"),
+    ("percent", "% of cluster"),
+    ("entitlement", "Entitlement GPU-h"),
+    ("delivered", "Delivered GPU-h"),
+    ("unallocated", "Unallocated GPU-h"),
+    ("demand", "Demand GPU-h"),
+    ("attainment", "Attainment %"),
+    ("wait_median", "Median wait (min)"),
+    ("wait_p95", "p95 wait (min)"),
+    ("waits", "Starts"),
+    ("preemptions", "Preemptions"),
+    ("lost", "GPU-h lost"),
+]
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows: list[ReportRow]) -> list[list[str]]:
+    """The cells of the report table, formatted once; empty string means "no value"."""
+    out = []
+    for row in rows:
+        attainment = row.attainment
+        out.append([
+            row.node.path,
+            row.node.kind,
+            _num(row.shares),
+            _num(100 * row.fraction, 2),
+            _num(row.entitlement_h),
+            _num(row.delivered_h),
+            _num(row.unallocated_h),
+            _num(row.demand_h),
+            _num(None if attainment is None else 100 * attainment),
+            _num(None if row.wait_median is None else row.wait_median / 60),
+            _num(None if row.wait_p95 is None else row.wait_p95 / 60),
+            str(len(row.waits)),
+            str(row.preemptions),
+            _num(row.lost_h),
+        ])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Time series for the dashboards
+
+
+def buckets(start: datetime, end: datetime, step: timedelta) -> list[datetime]:
+    out, t = [], start
+    while t < end:
+        out.append(t)
+        t += step
+    return out
+
+
+def weighted_impact(leaves) -> float | None:
+    """`leaves`: (fraction, entitlement, delivered, demand) of each leaf budget. The
+    fraction-weighted mean of min(1, delivered / min(entitlement, demand)) over the budgets
+    with a fraction and something to attain."""
+    weight = total = 0.0
+    for fraction, entitled, delivered, demand in leaves:
+        basis = min(entitled, demand)
+        if fraction > 0 and basis > 0:
+            weight += fraction
+            total += fraction * min(1.0, delivered / basis)
+    return total / weight if weight else None
+
+
+def impact(rows: list[ReportRow]) -> float | None:
+    return weighted_impact(
+        (row.fraction, row.entitlement_h, row.delivered_h, row.demand_h)
+        for row in rows if row.leaf
+    )
+
+
+def step_for(start: datetime, end: datetime) -> tuple[timedelta, str]:
+    """Chart buckets: hours up to two days, days beyond."""
+    if end - start <= timedelta(days=2):
+        return timedelta(hours=1), "hour"
+    return timedelta(days=1), "day"
+
+
+def occupancy_series(cluster, start: datetime, end: datetime, kind: str) -> list[dict]:
+    """Mean GPUs per state per bucket (samples are taken every tick, evenly spaced, so the
+    mean of the samples is the time average): allocated, unallocated, idle (healthy, free)
+    and unavailable (on hosts that are not healthy)."""
+    rows = (
+        OccupancySample.objects.filter(cluster=cluster, at__gte=start, at__lt=end)
+        .annotate(bucket=Trunc("at", kind))
+        .values("bucket")
+        .annotate(
+            total=Sum("total"), available=Sum("available"), allocated=Sum("allocated"),
+            unallocated=Sum("unallocated"), pending=Sum("pending_gpus"), n=Count("id"),
+        )
+        .order_by("bucket")
+    )
+    out = []
+    for row in rows:
+        n = row["n"]
+        out.append({
+            "at": row["bucket"],
+            "allocated": row["allocated"] / n,
+            "unallocated": row["unallocated"] / n,
+            "idle": (row["available"] - row["allocated"] - row["unallocated"]) / n,
+            "unavailable": (row["total"] - row["available"]) / n,
+            "total": row["total"] / n,
+            "available": row["available"] / n,
+            "pending": row["pending"] / n,
+        })
+    return out
+
+
+@dataclass
+class Pyramid:
+    """The four metrics of one cluster over one stretch of time."""
+
+    availability: float | None
+    occupancy_allocated: float | None
+    occupancy_unallocated: float | None
+    impact: float | None
+    utilization: float | None = None  # the simulated fleet reports no GPU busy fraction
+
+    @property
+    def occupancy(self) -> float | None:
+        if self.occupancy_allocated is None:
+            return None
+        return self.occupancy_allocated + self.occupancy_unallocated
+
+
+def pyramid_from_samples(total, available, allocated, unallocated, impact_value) -> Pyramid:
+    return Pyramid(
+        availability=available / total if total else None,
+        occupancy_allocated=allocated / available if available else None,
+        occupancy_unallocated=unallocated / available if available else None,
+        impact=impact_value,
+    )
+
+
+def pyramid(cluster, start: datetime, end: datetime, tree: Tree, now=None) -> Pyramid:
+    """Availability and occupancy as ratios of summed samples (time-weighted: ticks are even);
+    impact from the budget report of the same stretch."""
+    sums = OccupancySample.objects.filter(cluster=cluster, at__gte=start, at__lt=end).aggregate(
+        total=Sum("total"), available=Sum("available"), allocated=Sum("allocated"),
+        unallocated=Sum("unallocated"),
+    )
+    report = budget_report(cluster, start, end, now=now, tree=tree)
+    return pyramid_from_samples(
+        sums["total"] or 0, sums["available"] or 0, sums["allocated"] or 0,
+        sums["unallocated"] or 0, impact(report.rows),
+    )
+
+
+def latest_pyramid(cluster, tree: Tree, now=None) -> tuple[Pyramid, datetime | None]:
+    """Now: the last sample's occupancy; impact over the cluster's fair-share window."""
+    now = now or timezone.now()
+    last = OccupancySample.objects.filter(cluster=cluster, at__lte=now).order_by("-at").first()
+    report = budget_report(
+        cluster, now - timedelta(seconds=cluster.window), now, now=now, tree=tree
+    )
+    if last is None:
+        return Pyramid(None, None, None, impact(report.rows)), None
+    return pyramid_from_samples(
+        last.total, last.available, last.allocated, last.unallocated, impact(report.rows)
+    ), last.at
+
+
+def budget_series(cluster, tree: Tree, nodes: list[BudgetNode], start: datetime,
+                  end: datetime, now=None) -> dict:
+    """Delivered and entitlement GPU-h per bucket for each of `nodes` (subtree sums)."""
+    now = now or timezone.now()
+    until = period_until(start, end, now)
+    step, kind = step_for(start, end)
+    times = buckets(start, until, step)
+    segments = share_segments(cluster, tree, start, until)
+    capacity = Capacity.load(cluster, start, until)
+    raw = delivered_by_bucket(cluster, start, until, kind)
+    per_bucket: dict[datetime, dict[int, float]] = defaultdict(dict)
+    for (budget_id, bucket), total in raw.items():
+        per_bucket[bucket][budget_id] = total
+    series = {node.pk: {"delivered": [], "entitlement": []} for node in nodes}
+    for t in times:
+        b = min(t + step, until)
+        entitled, _, _ = entitlement_seconds(segments, capacity, t, b)
+        delivered = tree.subtree_sums(per_bucket.get(t, {}))
+        for node in nodes:
+            series[node.pk]["delivered"].append(delivered.get(node.pk, 0.0) / HOUR)
+            series[node.pk]["entitlement"].append(entitled.get(node.pk, 0.0) / HOUR)
+    return {"times": times, "series": series}
+
+
+def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None) -> dict:
+    """Waits by class, mean pending GPUs per top-level budget per bucket, preemptions and
+    requeues per bucket."""
+    now = now or timezone.now()
+    until = period_until(start, end, now)
+    step, kind = step_for(start, end)
+    times = buckets(start, until, step)
+    host_gpus = cluster.hosts.aggregate(most=Max("gpus"))["most"] or 8
+    # a leaf's pending GPUs count for the child of the root it belongs to
+    top_of: dict[int, BudgetNode] = {}
+    for node in tree.nodes:
+        parent = tree.by_pk.get(node.parent_id)
+        if parent is None or parent.parent_id is None:
+            top_of[node.pk] = node
+        else:
+            top_of[node.pk] = top_of[parent.pk]
+    waits: dict[str, list[float]] = defaultdict(list)
+    pending: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(times))
+    for stay in queue_stays(cluster, start, end):
+        if stay.started and start <= stay.closed < end:
+            waits[stay.kind(host_gpus)].append(seconds(stay.opened, stay.closed))
+        if not stay.allocated:
+            continue
+        top = top_of.get(stay.budget_id)
+        label = top.name if top else "?"
+        # only the buckets the stay overlaps
+        first = max(0, bisect.bisect_right(times, stay.opened) - 1)
+        last = bisect.bisect_left(times, stay.closed or until)
+        for i in range(first, min(last, len(times))):
+            t = times[i]
+            b = min(t + step, until)
+            pending[label][i] += stay.gpus * stay.pending_seconds(t, b) / seconds(t, b)
+    classes = ["debug", "small", "large", "unallocated"]
+    preempted = Counter(
+        bucket for bucket in Run.objects.filter(
+            workload__cluster=cluster, end_reason=Run.EndReason.PREEMPTED,
+            ended__gte=start, ended__lt=end,
+        ).annotate(bucket=Trunc("ended", kind)).values_list("bucket", flat=True)
+    )
+    requeued = Counter(
+        bucket for bucket in Event.objects.filter(
+            workload__cluster=cluster, kind=Event.Kind.REQUEUED, at__gte=start, at__lt=end,
+        ).annotate(bucket=Trunc("at", kind)).values_list("bucket", flat=True)
+    )
+    return {
+        "times": times,
+        "classes": [
+            {
+                "name": name,
+                "count": len(waits[name]),
+                "median": quantile(waits[name], 0.5),
+                "p95": quantile(waits[name], 0.95),
+            }
+            for name in classes
+        ],
+        "pending": dict(sorted(pending.items())),
+        "preemptions": [preempted.get(t, 0) for t in times],
+        "requeues": [requeued.get(t, 0) for t in times],
+    }
+
+
+REPAIR_OUTCOMES = [
+    HostEvent.Kind.FAILED, HostEvent.Kind.DRAINED, HostEvent.Kind.REPAIR_SUCCEEDED,
+    HostEvent.Kind.REPAIR_FAILED, HostEvent.Kind.ESCALATED,
+]
+
+
+def fleet_figures(cluster, start: datetime, end: datetime, now=None) -> dict:
+    """Host states now, host events per bucket, and the share of repairs that needed a human
+    (escalations over repairs that ended, successful or escalated)."""
+    now = now or timezone.now()
+    until = period_until(start, end, now)
+    step, kind = step_for(start, end)
+    times = buckets(start, until, step)
+    states = dict(
+        cluster.hosts.values("state").annotate(n=Count("id")).values_list("state", "n")
+    )
+    rows = (
+        HostEvent.objects.filter(host__cluster=cluster, at__gte=start, at__lt=end,
+                                 kind__in=REPAIR_OUTCOMES)
+        .annotate(bucket=Trunc("at", kind))
+        .values("bucket", "kind")
+        .annotate(n=Count("id"))
+        .values_list("bucket", "kind", "n")
+    )
+    counts: dict[str, dict[datetime, int]] = defaultdict(dict)
+    for bucket, event_kind, n in rows:
+        counts[event_kind][bucket] = n
+    totals = {k: sum(counts[k].values()) for k in REPAIR_OUTCOMES}
+    ended = totals[HostEvent.Kind.REPAIR_SUCCEEDED] + totals[HostEvent.Kind.ESCALATED]
+    return {
+        "times": times,
+        "states": [(state, states.get(state, 0)) for state in Host.State.values],
+        "events": {k: [counts[k].get(t, 0) for t in times] for k in REPAIR_OUTCOMES},
+        "totals": totals,
+        "human_share": totals[HostEvent.Kind.ESCALATED] / ended if ended else None,
+    }
+
+
+def pyramid_trend(cluster, tree: Tree, now: datetime, days: int) -> dict:
+    """Daily availability, occupancy and impact over the last `days` days, today included."""
+    end = timezone.make_aware(
+        datetime.combine(timezone.localdate(now) + timedelta(days=1), datetime.min.time())
+    )
+    start = end - timedelta(days=days)
+    until = period_until(start, end, now)
+    times = buckets(start, end, timedelta(days=1))
+    occupancy = {p["at"]: p for p in occupancy_series(cluster, start, end, "day")}
+    segments = share_segments(cluster, tree, start, until)
+    capacity = Capacity.load(cluster, start, until)
+    delivered: dict[datetime, dict[int, float]] = defaultdict(dict)
+    for (budget_id, bucket), total in delivered_by_bucket(cluster, start, end, "day").items():
+        delivered[bucket][budget_id] = total
+    stays = [s for s in queue_stays(cluster, start, end) if s.allocated]
+    leaves = [node.pk for node in tree.nodes if tree.is_leaf(node)]
+    out: dict[str, list] = defaultdict(list)
+    for t in times:
+        b = min(t + timedelta(days=1), until)
+        point = occupancy.get(t)
+        total = point["total"] if point else 0
+        available = point["available"] if point else 0
+        out["availability"].append(available / total if total else None)
+        out["occupancy_allocated"].append(point["allocated"] / available if available else None)
+        out["occupancy_unallocated"].append(
+            point["unallocated"] / available if available else None
+        )
+        if b <= t:
+            out["impact"].append(None)
+            continue
+        entitled, _, fraction_time = entitlement_seconds(segments, capacity, t, b)
+        pending: dict[int, float] = defaultdict(float)
+        for stay in stays:
+            pending[stay.budget_id] += stay.gpus * stay.pending_seconds(t, b)
+        used = delivered.get(t, {})
+        span = seconds(t, b)
+        out["impact"].append(weighted_impact(
+            (fraction_time.get(pk, 0.0) / span, entitled.get(pk, 0.0), used.get(pk, 0.0),
+             used.get(pk, 0.0) + pending[pk])
+            for pk in leaves
+        ))
+    out["days"] = times
+    return dict(out)

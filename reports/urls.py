@@ -1,0 +1,18 @@
+from django.urls import path
+
+from reports import views
+
+app_name = "reports"
+
+urlpatterns = [
+    path("", views.review, name="review_default"),
+    path("review/<slug:cluster>/", views.review, name="review"),
+    path("review/<slug:cluster>/report.csv", views.review, {"fmt": "csv"}, name="review_csv"),
+    path("review/<slug:cluster>/nodes/<int:pk>/", views.review, name="node_review"),
+    path(
+        "review/<slug:cluster>/nodes/<int:pk>/report.csv", views.review, {"fmt": "csv"},
+        name="node_review_csv",
+    ),
+    path("dashboards/", views.dashboards, name="dashboards"),
+    path("dashboards/<slug:cluster>/", views.cluster_dashboard, name="cluster"),
+]

@@ -1,0 +1,204 @@
+"""Review-meeting reports and dashboards. Each view renders its whole page, or for an htmx
+request only the fragment that changes (the table, the charts, the budgets card)."""
+
+import csv
+from datetime import timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from budgets.models import Allocation
+from budgets.services import shares_by_path
+from reports import charts, metrics
+from reports.forms import PeriodForm, RangeForm
+from reports.permissions import require_budget_rows, require_dashboards, visible_node_ids
+from scheduler.engine import BudgetTree, Standing, percent
+from scheduler.models import Cluster
+
+
+def _cluster(name):
+    clusters = Cluster.objects.with_gpu_count()
+    if name:
+        return get_object_or_404(clusters, name=name)
+    cluster = clusters.first()
+    if cluster is None:
+        raise Http404("No cluster yet.")
+    return cluster
+
+
+def _within(node, top) -> bool:
+    return node.path == top.path or node.path.startswith(top.path + "/")
+
+
+@login_required
+def review(request, cluster=None, pk=None, fmt="html"):
+    """The budget review report: one row per visible node in tree order, each row the subtotal
+    of its subtree; `pk` narrows it to one node's subtree (the per-project view)."""
+    visible = require_budget_rows(request.user)
+    cluster = _cluster(cluster)
+    form = PeriodForm(request.GET or None)
+    start, end, period = form.bounds()
+    tree = metrics.Tree()
+    top = None
+    if pk is not None:
+        top = tree.by_pk.get(pk)
+        if top is None:
+            raise Http404("No such budget.")
+        if pk not in visible:
+            raise PermissionDenied("You may not see this budget's report.")
+    report = metrics.budget_report(cluster, start, end, tree=tree)
+    rows = [
+        row for row in report.rows
+        if row.node.pk in visible and (top is None or _within(row.node, top))
+    ]
+    cells = metrics.table(rows)
+    if fmt == "csv":
+        return _csv(cluster, start, end, top, cells)
+    context = {
+        "cluster": cluster,
+        "clusters": Cluster.objects.all(),
+        "form": form,
+        "period": period,
+        "start": start,
+        "last_day": end - timedelta(days=1),
+        "report": report,
+        "top": top,
+        "columns": [label for _, label in metrics.COLUMNS],
+        "lines": list(zip(rows, cells, strict=True)),
+        "definitions": metrics.DEFINITIONS,
+        "generated": timezone.now(),
+        "query": request.GET.urlencode(),
+    }
+    template = "reports/_review_table.html" if request.htmx else "reports/review.html"
+    return render(request, template, context)
+
+
+def _csv(cluster, start, end, top, cells) -> HttpResponse:
+    scope = f"-{top.slug}" if top else ""
+    last = end - timedelta(days=1)
+    filename = f"timeshare-{cluster.name}{scope}-{start:%Y-%m-%d}-to-{last:%Y-%m-%d}.csv"
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    writer.writerow([label for _, label in metrics.COLUMNS])
+    writer.writerows(cells)
+    return response
+
+
+TREND_DAYS = 14
+
+
+@login_required
+def dashboards(request):
+    """Per cluster, the pyramid now and over the last week, with a daily trend."""
+    require_dashboards(request.user)
+    now = timezone.now()
+    tree = metrics.Tree()
+    cards = []
+    for cluster in Cluster.objects.with_gpu_count():
+        current, sampled_at = metrics.latest_pyramid(cluster, tree, now=now)
+        week = metrics.pyramid(cluster, now - timedelta(days=7), now, tree, now=now)
+        trend = metrics.pyramid_trend(cluster, tree, now, TREND_DAYS)
+        cards.append({
+            "cluster": cluster,
+            "now": current,
+            "sampled_at": sampled_at,
+            "week": week,
+            "figure": charts.pyramid_trend(trend["days"], trend),
+            "figure_id": f"trend-{cluster.name}",
+        })
+    return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
+
+
+def _standing(cluster, tree, now) -> Standing:
+    """Ratios and Fair Tree order as the scheduler sees them now: current shares, allocated
+    usage over the window, capacity of the window."""
+    start = now - timedelta(seconds=cluster.window)
+    allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
+    shares = shares_by_path(tree.nodes, allocations)
+    used = metrics.delivered_seconds(cluster, start, now)
+    usage = {tree.by_pk[pk].path: value for pk, value in used.items() if pk in tree.by_pk}
+    capacity = metrics.Capacity.load(cluster, start, now).gpu_seconds(start, now)
+    return Standing(BudgetTree(shares), usage, capacity)
+
+
+def _budget_card(request, cluster, tree, start, end, now):
+    visible = visible_node_ids(request.user)
+    if not visible:
+        return {"budget_nodes": None}
+    node_id = request.GET.get("node")
+    if node_id:
+        node = tree.by_pk.get(int(node_id)) if node_id.isdigit() else None
+        if node is None:
+            raise Http404("No such budget.")
+        if node.pk not in visible:
+            raise PermissionDenied("You may not see this budget's figures.")
+    else:
+        node = min((tree.by_pk[pk] for pk in visible), key=lambda n: (n.depth, n.path))
+    children = [child for child in tree.children.get(node.pk, []) if child.pk in visible]
+    shown = children or [node]
+    series = metrics.budget_series(cluster, tree, shown, start, end, now=now)
+    standing = _standing(cluster, tree, now)
+    siblings = sorted(tree.children.get(node.pk, []),
+                      key=lambda n: standing.position.get(n.path, 0))
+    rank = {child.pk: index + 1 for index, child in enumerate(siblings)}
+    rows = [
+        {
+            "node": n,
+            "fraction": standing.tree.fraction(n.path),
+            "ratio": percent(standing.ratio(n.path)),
+            "rank": rank.get(n.pk),
+            "of": len(siblings),
+            "drill": bool(tree.children.get(n.pk)) and n is not node,
+        }
+        for n in ([node, *children] if children else [node])
+    ]
+    crumbs = [a for a in tree.nodes if a.pk in visible and _within(node, a) and a is not node]
+    return {
+        "budget_node": node,
+        "budget_nodes": rows,
+        "crumbs": crumbs,
+        "budget_figure": charts.budgets(series["times"], shown, series["series"]),
+        "window_days": cluster.window / 86400,
+    }
+
+
+@login_required
+def cluster_dashboard(request, cluster):
+    """Occupancy, budgets (with drill-down), queue and fleet of one cluster over a range."""
+    require_dashboards(request.user)
+    cluster = _cluster(cluster)
+    now = timezone.now()
+    form = RangeForm(request.GET or None)
+    start, end, choice = form.bounds(now)
+    tree = metrics.Tree()
+    context = {
+        "cluster": cluster,
+        "clusters": Cluster.objects.all(),
+        "form": form,
+        "choice": choice,
+        "start": start,
+        "end": end,
+        **_budget_card(request, cluster, tree, start, end, now),
+    }
+    if request.htmx and request.htmx.target == "budget-card":
+        return render(request, "reports/_budget_card.html", context)
+    step, kind = metrics.step_for(start, end)
+    queue = metrics.queue_figures(cluster, tree, start, end, now=now)
+    fleet = metrics.fleet_figures(cluster, start, end, now=now)
+    context.update({
+        "occupancy_figure": charts.occupancy(metrics.occupancy_series(cluster, start, end, kind)),
+        "queue": queue,
+        "waits_figure": charts.waits(queue["classes"]),
+        "pending_figure": charts.pending(queue["times"], queue["pending"]),
+        "preemptions_figure": charts.preemptions(
+            queue["times"], queue["preemptions"], queue["requeues"]
+        ),
+        "fleet": fleet,
+        "fleet_figure": charts.host_events(fleet["times"], fleet["events"]),
+    })
+    template = "reports/_cluster_charts.html" if request.htmx else "reports/cluster.html"
+    return render(request, template, context)

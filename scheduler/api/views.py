@@ -1,0 +1,211 @@
+"""Workloads, clusters and hosts over HTTP. Who sees what comes from scheduler.permissions
+(the querysets the portal uses), every change from scheduler.services; errors become JSON in
+portal.api.exceptions."""
+
+from django.db.models import Count, Prefetch, Q
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from portal.api.permissions import HasRole, IsOperator
+from scheduler import services
+from scheduler import status as fleet_status
+from scheduler.api import serializers as s
+from scheduler.filters import ACTIVE, FINISHED, WorkloadFilterForm, WorkloadFilterSet
+from scheduler.models import Cluster, Host, Run, RunGPU, Workload
+from scheduler.permissions import can_cancel, restrict_workloads
+
+WORKLOAD_FILTERS = [
+    OpenApiParameter(
+        "scope", str, enum=[value for value, _ in WorkloadFilterForm.SCOPES],
+        description="all: every workload you may see (default); mine: yours; projects: "
+        "charged to budgets you belong to or manage.",
+    ),
+    OpenApiParameter(
+        "state", str, enum=[ACTIVE, FINISHED, *Workload.State.values],
+        description="active (pending, running, preempting), finished, or one state.",
+    ),
+    OpenApiParameter("cluster", str, description="Cluster name."),
+    OpenApiParameter("budget", str, description="Budget path: the budget and everything below."),
+]
+
+
+def form_errors(form) -> ValidationError:
+    return ValidationError({field: list(messages) for field, messages in form.errors.items()})
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Workloads you may see, newest first", parameters=WORKLOAD_FILTERS,
+        description="The same filters as the portal's workload list (scheduler.filters).",
+    ),
+    retrieve=extend_schema(
+        summary="A workload with its runs (hosts, GPU indices) and its timeline",
+        responses=s.WorkloadDetailSerializer,
+    ),
+)
+class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = s.WorkloadSerializer
+
+    def get_queryset(self):
+        queryset = Workload.objects.select_related("owner", "budget", "cluster")
+        if self.action != "list":
+            queryset = queryset.prefetch_related(
+                Prefetch("runs", queryset=Run.objects.prefetch_related(
+                    Prefetch("assigned_gpus", queryset=RunGPU.objects.select_related("host"))
+                )),
+                "events",
+            )
+        return restrict_workloads(queryset, self.request.user)
+
+    def get_serializer_class(self):
+        return s.WorkloadSerializer if self.action == "list" else s.WorkloadDetailSerializer
+
+    def list(self, request, *args, **kwargs):
+        filterset = WorkloadFilterSet(request.query_params, self.get_queryset(), request.user)
+        if not filterset.is_valid():
+            raise form_errors(filterset.form)
+        page = self.paginate_queryset(filterset.qs)
+        return self.get_paginated_response(s.WorkloadSerializer(page, many=True).data)
+
+    def _detail(self, workload, code=status.HTTP_200_OK) -> Response:
+        workload.explanation = services.explain(workload)
+        workload.can_cancel = workload.active and can_cancel(self.request.user, workload)
+        return Response(s.WorkloadDetailSerializer(workload).data, status=code)
+
+    def retrieve(self, request, *args, **kwargs):
+        return self._detail(self.get_object())
+
+    @extend_schema(
+        summary="Submit a workload", request=s.SubmitSerializer,
+        responses={201: s.WorkloadDetailSerializer},
+    )
+    def create(self, request, *args, **kwargs):
+        form = s.SubmitSerializer(data=request.data, context={"request": request})
+        form.is_valid(raise_exception=True)
+        workload = services.submit(request.user, **form.validated_data)
+        return self._detail(self.get_queryset().get(pk=workload.pk), status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Cancel a pending or running workload", request=None,
+        responses=s.WorkloadDetailSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        workload = self.get_object()
+        services.cancel(request.user, workload)
+        return self._detail(self.get_queryset().get(pk=workload.pk))
+
+
+class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+    """Clusters with GPUs and hosts by state and the queue's length (anyone with a role)."""
+
+    serializer_class = s.ClusterSerializer
+    permission_classes = [IsAuthenticated, HasRole]
+    lookup_field = "name"
+    lookup_value_regex = r"[-\w]+"
+    pagination_class = None
+
+    def get_queryset(self):
+        return Cluster.objects.with_gpu_count().order_by("name")
+
+    def _annotate(self, clusters):
+        gpus = fleet_status.gpu_states()
+        hosts = fleet_status.host_states()
+        pending = fleet_status.pending_by_budget()
+        for cluster in clusters:
+            cluster.gpu_states = gpus.get(cluster.pk, dict.fromkeys(fleet_status.GPU_STATES, 0))
+            cluster.host_states = hosts.get(cluster.pk, dict.fromkeys(Host.State.values, 0))
+            mine = [v for (c, _), v in pending.items() if c == cluster.pk]
+            cluster.pending_workloads = sum(n for n, _ in mine)
+            cluster.pending_gpus = sum(g for _, g in mine)
+        return clusters
+
+    def list(self, request, *args, **kwargs):
+        clusters = self._annotate(list(self.get_queryset()))
+        return Response(self.get_serializer(clusters, many=True).data)
+
+    def retrieve(self, request, *args, **kwargs):
+        cluster = self._annotate([self.get_object()])[0]
+        return Response(self.get_serializer(cluster).data)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Hosts and their state (anyone with a role)",
+        parameters=[
+            OpenApiParameter("cluster", str, description="Cluster name."),
+            OpenApiParameter("state", str, enum=Host.State.values),
+        ],
+    ),
+    retrieve=extend_schema(
+        summary="A host: state, who holds its GPUs, its maintenance history",
+        responses=s.HostDetailSerializer,
+    ),
+)
+class HostViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = s.HostSerializer
+    permission_classes = [IsAuthenticated, HasRole]
+
+    def get_queryset(self):
+        return Host.objects.select_related("cluster").annotate(
+            busy_gpus=Count("assigned_gpus", filter=Q(assigned_gpus__held=True))
+        ).order_by("cluster__name", "name")
+
+    def get_serializer_class(self):
+        return s.HostSerializer if self.action == "list" else s.HostDetailSerializer
+
+    def filter_queryset(self, queryset):
+        if self.action != "list":
+            return queryset
+        params = self.request.query_params
+        if name := params.get("cluster"):
+            if not Cluster.objects.filter(name=name).exists():
+                raise ValidationError({"cluster": [f"No cluster named {name!r}."]})
+            queryset = queryset.filter(cluster__name=name)
+        if state := params.get("state"):
+            if state not in Host.State.values:
+                choices = ", ".join(Host.State.values)
+                raise ValidationError({"state": [f"Unknown host state; one of {choices}."]})
+            queryset = queryset.filter(state=state)
+        return queryset
+
+    def _act(self, request, pk, act, **extra):
+        form = s.HostActionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        host = get_object_or_404(Host.objects.select_related("cluster"), pk=pk)
+        act(request.user, host, form.validated_data.get("reason", ""))
+        return Response(s.HostDetailSerializer(self.get_queryset().get(pk=host.pk)).data)
+
+    @extend_schema(
+        summary="Drain a host (operators): no new work; its runs leave by the contract",
+        request=s.HostActionSerializer, responses=s.HostDetailSerializer,
+    )
+    @action(detail=True, methods=["post"], permission_classes=[IsAuthenticated, IsOperator])
+    def drain(self, request, pk=None):
+        return self._act(request, pk, services.drain)
+
+    @extend_schema(
+        summary="Return a draining or drained host to service (operators)",
+        request=s.HostActionSerializer, responses=s.HostDetailSerializer,
+    )
+    @action(
+        detail=True, methods=["post"], url_path="return", url_name="return",
+        permission_classes=[IsAuthenticated, IsOperator],
+    )
+    def return_to_service(self, request, pk=None):
+        return self._act(request, pk, services.return_to_service)
+
+    @extend_schema(
+        summary="Mark an escalated or down host repaired by hand (operators)",
+        request=s.HostActionSerializer, responses=s.HostDetailSerializer,
+    )
+    @action(detail=True, methods=["post"], permission_classes=[IsAuthenticated, IsOperator])
+    def repair(self, request, pk=None):
+        return self._act(request, pk, services.repair)
+
+

@@ -1,0 +1,97 @@
+"""The backend interface between the live loop and GPU hosts.
+
+The database is the source of truth: the loop decides in one transaction and tells the
+backend afterwards (``launch``/``signal``/``stop`` run after commit), then learns what
+happened out there by polling (``poll_runs``, ``poll_hosts``). A backend therefore never
+decides anything; it carries out and reports. The shape follows Slurm, the first real
+backend planned:
+
+==============  ==============================================================
+method          Slurm
+==============  ==============================================================
+launch          ``sbatch -w host1,host2 --gres=gpu:N`` (job id -> run.backend_id)
+signal          ``scancel --signal=TERM --full <job>``: checkpoint, grace starts
+stop            ``scancel <job>``
+poll_runs       ``squeue --json`` / ``sacct --json`` for finished jobs + exit codes
+poll_hosts      ``sinfo --json`` (node state, reason, last busy/heartbeat)
+drain / resume  ``scontrol update NodeName=... State=DRAIN Reason=...`` / ``State=RESUME``
+repair          site hook (reboot, GPU reset, health check); True when healthy again
+==============  ==============================================================
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A run that ended on its own (completed or failed) at ``at``."""
+
+    run_id: int
+    at: datetime
+    exit_code: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSignal:
+    """Something wrong with a host. ``fatal`` (lost heartbeat, host gone): its runs are lost.
+    Otherwise (GPU errors, ECC, XID) the host is drained and its work leaves by the contract."""
+
+    host: str
+    kind: str  # "lost_heartbeat" | "gpu_error"
+    at: datetime
+    reason: str
+
+    @property
+    def fatal(self) -> bool:
+        return self.kind == "lost_heartbeat"
+
+
+@dataclass(slots=True)
+class HostHealth:
+    heartbeats: dict[str, datetime] = field(default_factory=dict)  # host name -> last seen
+    signals: list[HealthSignal] = field(default_factory=list)
+
+
+class FleetBackend(ABC):
+    """One cluster's hosts. Constructed per tick from ``cluster`` (cheap, no I/O)."""
+
+    name = "abstract"
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.config = dict(cluster.backend_config or {})
+
+    @abstractmethod
+    def launch(self, run, placement) -> str:
+        """Start ``run`` on ``placement`` (engine Placement); return the backend's id."""
+
+    @abstractmethod
+    def signal(self, run) -> None:
+        """Ask ``run`` to checkpoint and leave: its grace period starts."""
+
+    @abstractmethod
+    def stop(self, run) -> None:
+        """End ``run`` now (grace over, cancelled, host drained)."""
+
+    @abstractmethod
+    def poll_runs(self, runs, now: datetime) -> list[Finished]:
+        """Of the live ``runs`` (Run rows with their workload), those that ended by ``now``."""
+
+    @abstractmethod
+    def poll_hosts(self, hosts, since: datetime, now: datetime) -> HostHealth:
+        """Heartbeats and health signals of ``hosts`` between ``since`` and ``now``."""
+
+    def drain(self, host, reason: str) -> None:  # noqa: B027 - optional for a backend
+        """Tell the resource manager to place nothing new on ``host``."""
+
+    def resume(self, host) -> None:  # noqa: B027 - optional for a backend
+        """Tell the resource manager ``host`` takes work again."""
+
+    @abstractmethod
+    def repair(self, host, now: datetime) -> bool:
+        """Run the automatic repair and health check; True when the host is healthy."""

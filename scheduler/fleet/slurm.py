@@ -1,0 +1,683 @@
+"""The Slurm backend: Timeshare decides (fair share, contract, drain), Slurm executes.
+
+Slurm is driven through its command line (``sbatch``, ``scancel``, ``scontrol``,
+``squeue --json``, ``sinfo --json``; slurmrestd cannot pin a job to nodes in 22.05). Every
+Timeshare run is one Slurm job named ``<job_prefix>-<run id>`` in the partition Timeshare owns,
+pinned to the hosts the engine chose (``-w``), submitted with ``--no-requeue`` (a requeue is
+Timeshare's decision: a new run, a new job) in a partition whose own preemption is off.
+
+``cluster.backend_config`` keys (all optional):
+
+``slurm_conf``
+    path of the cluster's ``slurm.conf``, passed to every command as ``SLURM_CONF`` (default:
+    the worker's own ``SLURM_CONF``, else Slurm's default).
+``partition`` ("timeshare")
+    the partition Timeshare owns: hosts are synced from it, jobs go to it, and every job in it
+    that Timeshare did not start is dealt with by ``unknown_jobs``.
+``unknown_jobs`` ("cancel")
+    what to do with an active job in the partition that no live run owns. A job Timeshare
+    started for a run that has ended (its ``scancel`` was lost) is always cancelled. Any other
+    job is cancelled ("cancel": it holds GPUs the engine believes free, and Timeshare owns the
+    partition) or only reported ("report") on the cluster page and in the log.
+``job_prefix`` ("ts-<cluster name>")
+    job names are ``<job_prefix>-<run id>``: one Slurm cluster can serve several Timeshare
+    clusters (or installations) as long as partitions or prefixes differ.
+``output_dir`` (``<TIMESHARE_VAR_DIR>/slurm/<cluster>``)
+    per-workload output files ``workload-<id>.out`` (appended across runs) and checkpoint
+    directories ``checkpoints/workload-<id>``; must be visible from the Slurm nodes.
+``sbatch_args`` ([])
+    extra ``sbatch`` arguments, e.g. ``["--cpus-per-gpu=8", "--mem-per-gpu=64G"]``.
+``env`` ({})
+    extra environment variables for every job.
+``preempt_signal`` ("TERM")
+    the signal sent to every process of a job when its grace period starts.
+``repair_command`` ("")
+    a site command run by the automatic repair, formatted with ``{host}``, ``{cluster}``,
+    ``{partition}`` (e.g. ``"scontrol reboot {host}"``, or a GPU reset and health script);
+    exit status 0 means it did its part. It is not run again while Slurm reports the node
+    rebooting. Then the health check: the node must be known to Slurm, responding, not DOWN
+    by failure and not drained by someone else. The loop then resumes it in Slurm.
+``repair_timeout`` (120), ``command_timeout`` (20)
+    seconds allowed to the repair command and to each Slurm command.
+``launch_timeout`` (120)
+    a run whose job does not show up in Slurm this long after it started is lost (its
+    ``sbatch`` failed: Slurm was down, or refused the job).
+``bin_dir`` ("")
+    directory of the Slurm commands when they are not on ``PATH``.
+
+GPU indices. Slurm cannot be told which GPU indices of a node to give a job: ``-w`` pins the
+hosts, ``--gres=gpu:N`` the count, and Slurm picks the indices (like the engine, lowest free
+first, so they usually agree). What Slurm assigned (``gres_detail`` of ``squeue --json``) is
+the truth: the job's ``CUDA_VISIBLE_DEVICES`` and ``SLURM_JOB_GPUS`` carry it, and every tick
+``reconcile`` reports it so that the loop rewrites the run's GPUs to match. The engine's own
+choice is in the job's ``TIMESHARE_PLANNED_GPUS``.
+
+Reconciliation (every tick, ``reconcile``): runs whose job Slurm no longer has (or never got,
+after ``launch_timeout``) are lost: the loop requeues resumable ones and fails the others;
+jobs no live run owns are cancelled or reported (``unknown_jobs``); node drain states are put
+back in agreement with Timeshare's host states (a host that is not AVAILABLE is drained in
+Slurm with the reason ``timeshare: ...``; an AVAILABLE host drained by Timeshare is resumed).
+A node drained in Slurm by someone else is a health signal: Timeshare drains the host too.
+A node DOWN or not responding, or a job ended by NODE_FAIL, is a lost host: its runs are
+requeued or failed and the repair workflow starts.
+
+Without an accounting database, finished jobs stay in ``squeue`` for ``MinJobAge`` (300 s by
+default): a run whose job ended while no tick ran for longer than that is reported lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from .base import (
+    BackendUnavailable,
+    Finished,
+    FleetBackend,
+    HealthSignal,
+    HostHealth,
+    Lost,
+    Reconciliation,
+)
+
+log = logging.getLogger(__name__)
+
+OURS = "timeshare:"  # prefix of the drain reasons Timeshare sets in Slurm
+ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD",
+          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"}
+FAILED = {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "CANCELLED"}
+LOST = {"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"}
+UNREACHABLE = re.compile(
+    r"unable to contact|connection refused|socket timed out|zero bytes were transmitted|"
+    r"unable to process configuration|communication connection failure|"
+    r"slurm_persist_conn|could not establish|authentication", re.I,
+)
+GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
+IDX = re.compile(r"IDX:(?P<idx>[^)]*)\)")
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command refused what it was asked (bad node name, invalid request...)."""
+
+
+@dataclass
+class SyncResult:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # in Timeshare, not in the partition
+    gpu_type: str = ""
+
+    def summary(self) -> str:
+        parts = [f"{len(self.created)} created", f"{len(self.updated)} updated",
+                 f"{len(self.unchanged)} unchanged"]
+        if self.missing:
+            parts.append("not in Slurm: " + " ".join(self.missing))
+        return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """``"n[1-3,5],gpu-a07"`` -> ``["n1", "n2", "n3", "n5", "gpu-a07"]`` (keeps zero padding)."""
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text or ""):
+        m = re.fullmatch(r"(?P<pre>[^\[]*)\[(?P<ranges>[^\]]*)\](?P<post>.*)", part)
+        if not m:
+            names.append(part)
+            continue
+        for piece in m["ranges"].split(","):
+            lo, _, hi = piece.partition("-")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                names.append(f"{m['pre']}{i:0{width}d}{m['post']}")
+    return names
+
+
+def expand_indices(text: str) -> list[int]:
+    """``"0-1,4"`` -> ``[0, 1, 4]``; ``"N/A"`` -> ``[]``."""
+    out: list[int] = []
+    for piece in (text or "").split(","):
+        lo, _, hi = piece.strip().partition("-")
+        if lo.isdigit():
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def parse_gres(text: str) -> tuple[int, str]:
+    """GPU count and type of a node's ``gres`` (``"gpu:h100:8(S:0-1)"``, ``"gpu:4,gpu:a:2"``)."""
+    count, kind = 0, ""
+    for item in re.split(r",(?=[a-z])", text or ""):
+        m = GRES.match(item.strip())
+        if m:
+            count += int(m["count"])
+            kind = kind or (m["type"] or "")
+    return count, kind
+
+
+def job_gpus(job: dict) -> dict[str, list[int]]:
+    """{node: [GPU index, ...]} Slurm assigned to a running job (``gres_detail`` lists one
+    entry per allocated node, in node-list order)."""
+    nodes = expand_hostlist(job.get("nodes") or "")
+    out: dict[str, list[int]] = {}
+    for node, detail in zip(nodes, job.get("gres_detail") or [], strict=False):
+        indices: list[int] = []
+        for m in IDX.finditer(detail):
+            indices.extend(expand_indices(m["idx"]))
+        out[node] = sorted(indices)
+    return out
+
+
+def exit_status(raw) -> int:
+    """A job's ``exit_code`` (a wait status in data parser v0.0.38) as a shell exit code."""
+    if isinstance(raw, dict):  # newer data parsers: {"return_code": n, "signal": {...}}
+        signal = (raw.get("signal") or {}).get("signal_id") or 0
+        if signal:
+            return 128 + int(signal)
+        code = raw.get("return_code")
+        return int(code.get("number", 0) if isinstance(code, dict) else code or 0)
+    raw = int(raw or 0)
+    if raw & 0x7F:
+        return 128 + (raw & 0x7F)
+    return (raw >> 8) & 0xFF
+
+
+def _state(job: dict) -> str:
+    state = job.get("job_state") or ""
+    if isinstance(state, list):  # newer data parsers
+        state = state[0] if state else ""
+    return str(state).upper()
+
+
+def _number(value) -> int:
+    if isinstance(value, dict):  # newer data parsers: {"set": true, "number": n}
+        value = value.get("number")
+    return int(value or 0)
+
+
+def _flags(node: dict) -> set[str]:
+    state = node.get("state")
+    flags = {str(f).upper() for f in node.get("state_flags") or []}
+    if isinstance(state, list):
+        flags.update(str(s).upper() for s in state)
+    else:
+        flags.add(str(state or "").upper())
+    return flags
+
+
+def node_drained(node: dict) -> bool:
+    return bool(_flags(node) & {"DRAIN", "DRAINED", "DRAINING"})
+
+
+def node_down(node: dict) -> str:
+    """Why Slurm considers the node lost ("" when it is up)."""
+    flags = _flags(node)
+    if "NOT_RESPONDING" in flags:
+        return "not responding"
+    if flags & {"DOWN", "FAIL", "FAILING"}:
+        return "DOWN"
+    return ""
+
+
+def _when(epoch, fallback: datetime) -> datetime:
+    try:
+        value = _number(epoch)
+    except (TypeError, ValueError):
+        return fallback
+    if value <= 0:
+        return fallback
+    return datetime.fromtimestamp(value, tz=UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# The backend
+
+
+class SlurmFleet(FleetBackend):
+    name = "slurm"
+
+    def __init__(self, cluster):
+        super().__init__(cluster)
+        c = self.config
+        self.slurm_conf = c.get("slurm_conf") or ""
+        self.partition = c.get("partition") or "timeshare"
+        self.unknown_jobs = c.get("unknown_jobs") or "cancel"
+        self.prefix = c.get("job_prefix") or f"ts-{cluster.name}"
+        self.timeout = float(c.get("command_timeout", 20))
+        self.launch_timeout = float(c.get("launch_timeout", 120))
+        self.bin_dir = c.get("bin_dir") or ""
+        self._jobs: list[dict] | None = None
+        self._nodes: list[dict] | None = None
+        self.name_pattern = re.compile(re.escape(self.prefix) + r"-(\d+)$")
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        return env
+
+    def where(self) -> str:
+        return f"Slurm ({self.slurm_conf or os.environ.get('SLURM_CONF') or 'default slurm.conf'})"
+
+    def command(self, *args: str, input: str | None = None, read: bool = False) -> str:
+        """Run a Slurm command; its stdout. ``read`` commands (``squeue``, ``sinfo``) failing
+        in any way mean Slurm is unreachable; others raise ``SlurmError`` for a refusal."""
+        if self.slurm_conf and not Path(self.slurm_conf).is_file():
+            # Slurm itself retries a missing configuration file for 60 s.
+            raise BackendUnavailable(
+                f"Slurm unreachable: SLURM_CONF {self.slurm_conf} does not exist"
+            )
+        exe = os.path.join(self.bin_dir, args[0]) if self.bin_dir else args[0]
+        try:
+            done = subprocess.run(
+                [exe, *args[1:]], input=input, capture_output=True, text=True,
+                timeout=self.timeout, env=self.env(),
+            )
+        except FileNotFoundError:
+            raise BackendUnavailable(
+                f"Slurm unreachable: {args[0]} not found (install slurm-wlm or set bin_dir)"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise BackendUnavailable(
+                f"Slurm unreachable: {args[0]} did not answer within {self.timeout:g} s "
+                f"({self.where()})"
+            ) from None
+        if done.returncode != 0:
+            error = " ".join((done.stderr or done.stdout or "").split())[:300]
+            message = f"{shlex.join(args)} failed: {error or f'exit status {done.returncode}'}"
+            if read or UNREACHABLE.search(error):
+                raise BackendUnavailable(f"Slurm unreachable: {message} ({self.where()})")
+            raise SlurmError(message)
+        return done.stdout
+
+    def jobs(self) -> list[dict]:
+        """Every job of Timeshare's partition (``squeue --json`` ignores filters), once a tick."""
+        if self._jobs is None:
+            data = self._json("squeue")
+            self._jobs = [j for j in data.get("jobs", []) if self._in_partition(j)]
+        return self._jobs
+
+    def nodes(self) -> dict[str, dict]:
+        """Every node of Timeshare's partition by name, once a tick."""
+        if self._nodes is None:
+            data = self._json("sinfo")
+            self._nodes = {
+                n["name"]: n for n in data.get("nodes", [])
+                if self.partition in (n.get("partitions") or [])
+            }
+        return self._nodes
+
+    def _json(self, what: str) -> dict:
+        text = self.command(what, "--json", read=True)
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise BackendUnavailable(
+                f"Slurm unreachable: {what} --json answered no JSON ({self.where()})"
+            ) from None
+
+    def _in_partition(self, job: dict) -> bool:
+        return self.partition in str(job.get("partition") or "").split(",")
+
+    def check(self) -> None:
+        """Raise ``BackendUnavailable`` unless Slurm answers (for the admin and commands)."""
+        self.nodes()
+
+    # -- naming ----------------------------------------------------------------------------
+
+    def job_name(self, run) -> str:
+        return f"{self.prefix}-{run.pk}"
+
+    def run_of(self, job: dict) -> int | None:
+        m = self.name_pattern.match(job.get("name") or "")
+        return int(m[1]) if m else None
+
+    def output_dir(self) -> Path:
+        configured = self.config.get("output_dir")
+        if configured:
+            return Path(configured)
+        from django.conf import settings
+
+        return Path(settings.VAR_DIR) / "slurm" / self.cluster.name
+
+    def output_path(self, workload) -> Path:
+        return self.output_dir() / f"workload-{workload.pk}.out"
+
+    def checkpoint_dir(self, workload) -> Path:
+        return self.output_dir() / "checkpoints" / f"workload-{workload.pk}"
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def script(self, run, placement) -> str:
+        w = run.workload
+        planned = " ".join(f"{h}:{','.join(map(str, i))}" for h, i in placement.slots)
+        env = {
+            "TIMESHARE_CLUSTER": self.cluster.name,
+            "TIMESHARE_WORKLOAD_ID": str(w.pk),
+            "TIMESHARE_RUN_ID": str(run.pk),
+            "TIMESHARE_RUN_NUMBER": str(run.number),
+            "TIMESHARE_RESUMABLE": "1" if w.resumable else "0",
+            "TIMESHARE_CHECKPOINT_DIR": str(self.checkpoint_dir(w)),
+            "TIMESHARE_PREEMPT_SIGNAL": self.config.get("preempt_signal") or "TERM",
+            "TIMESHARE_GRACE_SECONDS": str(self.cluster.grace),
+            "TIMESHARE_MIN_RUNTIME": str(w.min_runtime),
+            "TIMESHARE_PLANNED_GPUS": planned,
+        }
+        env.update({str(k): str(v) for k, v in (self.config.get("env") or {}).items()})
+        lines = [
+            "#!/bin/bash",
+            f"# Timeshare cluster {self.cluster.name}: workload {w.pk} ({w.name}), "
+            f"run {run.number}",
+            *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
+            'mkdir -p "$TIMESHARE_CHECKPOINT_DIR"',
+            'echo "== timeshare: run $TIMESHARE_RUN_NUMBER of workload $TIMESHARE_WORKLOAD_ID,'
+            ' job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, GPUs $CUDA_VISIBLE_DEVICES, $(date -Is)"',
+            w.command,
+            "",
+        ]
+        return "\n".join(lines)
+
+    def launch(self, run, placement) -> str:
+        counts = [len(indices) for _, indices in placement.slots]
+        hosts = ",".join(placement.hosts)
+        out = self.output_path(run.workload)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir(run.workload).mkdir(parents=True, exist_ok=True)
+        args = [
+            "sbatch", "--parsable", f"--job-name={self.job_name(run)}",
+            f"--partition={self.partition}", f"--nodelist={hosts}", f"--nodes={len(counts)}",
+            "--ntasks-per-node=1", "--no-requeue", "--export=NONE", "--open-mode=append",
+            f"--output={out}", f"--chdir={out.parent}",
+            f"--comment=timeshare cluster={self.cluster.name} workload={run.workload_id} "
+            f"run={run.pk}",
+        ]
+        if len(set(counts)) == 1:
+            args.append(f"--gres=gpu:{counts[0]}")
+        else:  # uneven spread over hosts: the total, Slurm spreads it
+            args.append(f"--gpus={sum(counts)}")
+        args.extend(str(a) for a in self.config.get("sbatch_args") or [])
+        text = self.command(*args, input=self.script(run, placement)).strip()
+        job_id = text.split(";")[0].strip()
+        if not job_id.isdigit():
+            raise SlurmError(f"sbatch answered {text!r} instead of a job id")
+        log.info("run %s launched as Slurm job %s on %s", run.pk, job_id, hosts)
+        return job_id
+
+    def _job_ref(self, run) -> list[str]:
+        if run.backend_id:
+            return [run.backend_id]
+        # Not recorded yet (the launch is in flight): by name, in our partition.
+        return [f"--name={self.job_name(run)}", f"--partition={self.partition}"]
+
+    def signal(self, run) -> None:
+        sig = self.config.get("preempt_signal") or "TERM"
+        self.command("scancel", f"--signal={sig}", "--full", *self._job_ref(run))
+
+    def stop(self, run) -> None:
+        # A failure here is not fatal: reconcile() cancels a job whose run has ended.
+        try:
+            self.command("scancel", *self._job_ref(run))
+        except (SlurmError, BackendUnavailable) as error:
+            log.warning("could not cancel the Slurm job of run %s: %s", run.pk, error)
+
+    def poll_runs(self, runs, now: datetime) -> list[Finished]:
+        by_id = {str(j.get("job_id")): j for j in self.jobs()}
+        finished = []
+        for run in runs:
+            if run.signalled_at is not None:
+                continue  # in its grace period: the engine stops it when the grace ends
+            job = by_id.get(run.backend_id) if run.backend_id else None
+            if job is None:
+                continue  # reconcile() deals with jobs that are missing
+            state = _state(job)
+            if state == "COMPLETED" or state in FAILED:
+                code = exit_status(job.get("exit_code"))
+                if state == "COMPLETED":
+                    message = "completed" if code == 0 else f"command exited with code {code}"
+                elif state == "CANCELLED":
+                    code = code or 1
+                    message = f"Slurm job {run.backend_id} cancelled outside Timeshare"
+                else:
+                    code = code or 1
+                    reason = job.get("state_reason") or ""
+                    message = f"command exited with code {code} (Slurm: {state}" + (
+                        f", {reason})" if reason and reason != "None" else ")"
+                    )
+                at = max(run.started, min(now, _when(job.get("end_time"), now)))
+                finished.append(Finished(run.pk, at, code, message))
+        return finished
+
+    # -- reconciliation --------------------------------------------------------------------
+
+    def reconcile(self, runs, hosts, now: datetime) -> Reconciliation:
+        result = Reconciliation()
+        jobs = self.jobs()
+        by_id = {str(j.get("job_id")): j for j in jobs}
+        live = {r.pk: r for r in runs}
+        by_run: dict[int, dict] = {}
+        for job in jobs:
+            run_id = self.run_of(job)
+            if run_id is not None and run_id in live:
+                # The newest job of that name (a job id reused by another installation is
+                # not ours).
+                if run_id not in by_run or _number(job.get("job_id")) > _number(
+                        by_run[run_id].get("job_id")):
+                    by_run[run_id] = job
+        owned: set[str] = set()
+        for run in runs:
+            job = by_id.get(run.backend_id) if run.backend_id else None
+            if job is None and not run.backend_id:
+                job = by_run.get(run.pk)
+                if job is not None:
+                    result.backend_ids[run.pk] = str(job.get("job_id"))
+            if job is not None:
+                owned.add(str(job.get("job_id")))
+                state = _state(job)
+                if state == "RUNNING":
+                    gpus = job_gpus(job)
+                    if gpus and all(gpus.values()):
+                        result.placements[run.pk] = gpus
+                if state in LOST and run.signalled_at is None:
+                    reason = job.get("state_reason") or state
+                    result.lost.append(Lost(
+                        run.pk, max(run.started, min(now, _when(job.get("end_time"), now))),
+                        f"Slurm job {job.get('job_id')} ended {state} ({reason}) on "
+                        f"{job.get('nodes') or '?'}",
+                    ))
+                continue
+            if run.signalled_at is not None:
+                continue  # leaving anyway: the grace period ends it
+            if run.backend_id:
+                result.lost.append(Lost(
+                    run.pk, now, f"Slurm lost job {run.backend_id} (not in squeue any more)"
+                ))
+            elif now - run.started > timedelta(seconds=self.launch_timeout):
+                result.lost.append(Lost(
+                    run.pk, now,
+                    f"never reached Slurm: no job {self.job_name(run)} "
+                    f"{self.launch_timeout:g} s after the start (sbatch failed)",
+                ))
+        for job in jobs:
+            job_id = str(job.get("job_id"))
+            if job_id in owned or _state(job) not in ACTIVE:
+                continue
+            run_id = self.run_of(job)
+            what = f"Slurm job {job_id} ({job.get('name')}, user {job.get('user_name') or '?'})"
+            if run_id is not None:
+                self._cancel(job_id, f"{what}: its run has ended in Timeshare", result)
+            elif self.unknown_jobs == "report":
+                result.notes.append(
+                    f"{what} in partition {self.partition} was not started by Timeshare "
+                    "(left running: unknown_jobs=report)"
+                )
+            else:
+                self._cancel(job_id, f"{what} in partition {self.partition} was not started "
+                             "by Timeshare", result)
+        self._reconcile_nodes(hosts, result)
+        return result
+
+    def _cancel(self, job_id: str, why: str, result: Reconciliation) -> None:
+        try:
+            self.command("scancel", job_id)
+            result.notes.append(f"{why}: cancelled")
+        except SlurmError as error:
+            result.notes.append(f"{why}: could not cancel it ({error})")
+
+    def _reconcile_nodes(self, hosts, result: Reconciliation) -> None:
+        nodes = self.nodes()
+        for host in hosts:
+            node = nodes.get(host.name)
+            if node is None:
+                continue
+            drained = node_drained(node)
+            ours = (node.get("reason") or "").startswith(OURS)
+            if host.state != "AVAILABLE" and not drained:
+                self._update(host.name, "DRAIN", f"{host.state}: {host.state_reason}")
+                result.notes.append(f"node {host.name} drained in Slurm: {host.state} in Timeshare")
+            elif host.state == "AVAILABLE" and drained and ours:
+                self._update(host.name, "RESUME")
+                result.notes.append(f"node {host.name} resumed in Slurm: AVAILABLE in Timeshare")
+
+    # -- hosts -----------------------------------------------------------------------------
+
+    def poll_hosts(self, hosts, since: datetime, now: datetime) -> HostHealth:
+        health = HostHealth()
+        nodes = self.nodes()
+        failed: dict[str, str] = {}
+        for job in self.jobs():
+            if _state(job) == "NODE_FAIL" and since < _when(job.get("end_time"), now) <= now:
+                for name in expand_hostlist(job.get("nodes") or ""):
+                    failed.setdefault(
+                        name, f"Slurm: node failure ended job {job.get('job_id')} "
+                        f"({job.get('state_reason') or 'NODE_FAIL'})"
+                    )
+        for host in hosts:
+            node = nodes.get(host.name)
+            if node is None:
+                health.signals.append(HealthSignal(
+                    host.name, "lost_heartbeat", now,
+                    f"lost: node {host.name} is not in Slurm partition {self.partition}",
+                ))
+                continue
+            down = node_down(node)
+            reason = node.get("reason") or ""
+            if down:
+                health.signals.append(HealthSignal(
+                    host.name, "lost_heartbeat", now,
+                    f"Slurm reports {host.name} {down}" + (f": {reason}" if reason else ""),
+                ))
+                continue
+            if host.name in failed:
+                health.signals.append(HealthSignal(host.name, "lost_heartbeat", now,
+                                                   failed[host.name]))
+                continue
+            health.heartbeats[host.name] = now
+            if node_drained(node) and not reason.startswith(OURS):
+                by = node.get("reason_set_by_user") or "someone"
+                health.signals.append(HealthSignal(
+                    host.name, "slurm_drain", now,
+                    f"drained in Slurm by {by}: {reason or 'no reason given'}",
+                ))
+        return health
+
+    def _update(self, host: str, state: str, reason: str = "") -> None:
+        args = ["scontrol", "update", f"NodeName={host}", f"State={state}"]
+        if reason:
+            args.append(f"Reason={OURS} {' '.join(reason.split())}"[:250])
+        self.command(*args)
+
+    def drain(self, host, reason: str) -> None:
+        # Leaves a drain by somebody else alone (their reason stays visible in Slurm); a
+        # failure is fixed by the next tick's reconcile().
+        try:
+            node = self.nodes().get(host.name)
+            if node is not None and node_drained(node):
+                return
+            self._update(host.name, "DRAIN", reason)
+        except (SlurmError, BackendUnavailable) as error:
+            log.warning("could not drain %s in Slurm: %s", host.name, error)
+
+    def resume(self, host) -> None:
+        try:
+            node = self.nodes().get(host.name)
+            if node is not None and not node_drained(node) and not node_down(node):
+                return
+            self._update(host.name, "RESUME")
+        except (SlurmError, BackendUnavailable) as error:
+            log.warning("could not resume %s in Slurm: %s", host.name, error)
+
+    def repair(self, host, now: datetime) -> bool:
+        node = self.nodes().get(host.name)
+        rebooting = node is not None and bool(
+            _flags(node) & {"REBOOT_REQUESTED", "REBOOT_ISSUED", "REBOOT"}
+        )
+        command = self.config.get("repair_command") or ""
+        if command and not rebooting:
+            line = command.format(host=host.name, cluster=self.cluster.name,
+                                  partition=self.partition)
+            try:
+                done = subprocess.run(
+                    line, shell=True, capture_output=True, text=True, env=self.env(),
+                    timeout=float(self.config.get("repair_timeout", 120)),
+                )
+            except subprocess.TimeoutExpired:
+                log.warning("repair of %s: %r timed out", host.name, line)
+                return False
+            if done.returncode != 0:
+                log.warning("repair of %s: %r exited %s: %s", host.name, line, done.returncode,
+                            (done.stderr or done.stdout).strip()[:300])
+                return False
+            self._nodes = None  # look again after the command
+        node = self.nodes().get(host.name)
+        if node is None or node_down(node) == "not responding" or rebooting:
+            return False
+        flags = _flags(node)
+        if flags & {"FAIL", "FAILING", "INVALID", "INVAL"}:
+            return False
+        reason = node.get("reason") or ""
+        # Drained by someone else (maintenance): not ours to bring back.
+        return not (node_drained(node) and reason and not reason.startswith(OURS))
+
+    # -- discovery -------------------------------------------------------------------------
+
+    def sync_hosts(self) -> SyncResult:
+        """Create or update the cluster's hosts (name, GPU count, group from the node's first
+        feature) from the partition's nodes; never deletes (hosts keep their history)."""
+        from scheduler.models import Host
+
+        result = SyncResult()
+        nodes = self.nodes()
+        existing = {h.name: h for h in Host.objects.filter(cluster=self.cluster)}
+        for name in sorted(nodes):
+            node = nodes[name]
+            gpus, kind = parse_gres(node.get("gres") or "")
+            if gpus < 1:
+                continue
+            result.gpu_type = result.gpu_type or kind
+            features = [f for f in str(node.get("active_features") or node.get("features") or "")
+                        .split(",") if f]
+            group = features[0][:50] if features else ""
+            host = existing.get(name)
+            if host is None:
+                Host.objects.create(cluster=self.cluster, name=name, gpus=gpus, group=group)
+                result.created.append(name)
+            elif host.gpus != gpus or (group and host.group != group):
+                host.gpus = gpus
+                host.group = group or host.group
+                host.save(update_fields=["gpus", "group"])
+                result.updated.append(name)
+            else:
+                result.unchanged.append(name)
+        result.missing = sorted(set(existing) - set(nodes))
+        return result

@@ -1,0 +1,766 @@
+"""The live loop: one tick of one cluster. The engine decides, this module only translates.
+
+A tick, in one transaction and under the cluster's lock (one tick per cluster at a time,
+however many workers run):
+
+1. poll the fleet: runs that finished, host heartbeats and health signals (a dead host loses
+   its runs: resumable ones are requeued, the others FAILED; a sick one is drained);
+2. the repair workflow: DRAINED/DOWN -> REPAIRING -> fleet.repair -> AVAILABLE, or after
+   ``max_repairs`` failed attempts in a row ESCALATED to a human;
+3. charge usage (allocated GPU-seconds per budget leaf per clock hour, exact:
+   ``Run.accounted_until`` says how far each run is charged) and capacity (healthy GPU-seconds
+   per hour) up to now;
+4. load the state into engine objects, call ``scheduler.engine.schedule`` and apply its
+   decisions in order (start, signal, stop and requeue, hold, drained). Passes repeat at the
+   same instant until one changes nothing (requeued work joins the next pass, ENGINE_API.md);
+5. write every pending workload's queue position and reason, and an occupancy sample.
+
+Running it twice at the same ``now`` changes nothing the second time. The database is the
+source of truth: the fleet is told (launch, signal, stop) after the commit, and reports back
+by polling, so a tick that dies half-way leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import mail_admins
+from django.db import connection, transaction
+from django.db.models import Max, Sum
+from django.utils import timezone
+
+from budgets.models import BudgetNode
+from scheduler.engine import (
+    ClusterState,
+    Hold,
+    HostDrained,
+    HostState,
+    Pass,
+    Placement,
+    Preempt,
+    Start,
+    Stop,
+    schedule,
+)
+from scheduler.engine import Host as EngineHost
+from scheduler.engine import Run as EngineRun
+from scheduler.engine import Workload as EngineWorkload
+from scheduler.fleet import FleetBackend, backend_for
+from scheduler.models import (
+    CapacityRollup,
+    Cluster,
+    Event,
+    Host,
+    HostEvent,
+    OccupancySample,
+    Run,
+    RunGPU,
+    UsageRollup,
+    Workload,
+)
+from scheduler.services import budget_tree, engine_params
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# Named advisory locks: every lock key of the project lives here. PostgreSQL's two-key form
+# (namespace, object id) keeps them apart from anybody else's locks.
+LOCK_NAMESPACE = {
+    "cluster": 0x7453_0001,  # one tick (or cancel / host action) per cluster at a time
+}
+
+# Passes at one instant: a pass that changed something (stopped runs requeue work that joins
+# only the next pass; new runs and signals change what holds and waits look like) is followed
+# by another, until one changes nothing; so a second tick at the same instant changes nothing.
+MAX_PASSES = 6
+CHANGES = (Start, Preempt, Stop, HostDrained)
+HOUR = timedelta(hours=1)
+HEALTHY = (Host.State.AVAILABLE, Host.State.DRAINING)  # hosts that count for capacity
+ALIVE = (Host.State.AVAILABLE, Host.State.DRAINING, Host.State.DRAINED)
+
+
+def lock_cluster(cluster_id: int, wait: bool = True) -> bool:
+    """Take the cluster's lock for the current transaction; False if busy and not ``wait``.
+
+    PostgreSQL: a transaction-scoped advisory lock (released at commit or rollback, also when
+    the worker dies). SQLite: settings open every transaction with BEGIN IMMEDIATE, which
+    already holds the database's single write lock, so transactions are serial anyway."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("lock_cluster() must run inside transaction.atomic()")
+    if connection.vendor != "postgresql":
+        return True
+    function = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, %s)", [LOCK_NAMESPACE["cluster"], cluster_id])
+        row = cursor.fetchone()
+    return True if wait else bool(row[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Rollups
+
+
+def floor_hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def split_hours(start: datetime, end: datetime):
+    """``[start, end)`` cut at clock hours: ``(hour, seconds)`` pieces."""
+    while start < end:
+        hour = floor_hour(start)
+        stop = min(end, hour + HOUR)
+        yield hour, (stop - start).total_seconds()
+        start = stop
+
+
+def _add_rollups(model, deltas: dict[tuple, float], key_fields: tuple[str, ...]) -> None:
+    """Add ``deltas`` ({(cluster_id, [budget_id,] hour): gpu_seconds}) to the hourly rows."""
+    deltas = {k: v for k, v in deltas.items() if v}
+    if not deltas:
+        return
+    lookup = {f"{name}__in": {k[i] for k in deltas} for i, name in enumerate(key_fields)}
+    existing = {
+        tuple(getattr(row, name) for name in key_fields): row
+        for row in model.objects.filter(**lookup)
+    }
+    changed, new = [], []
+    for key, seconds in deltas.items():
+        row = existing.get(key)
+        if row is None:
+            new.append(model(gpu_seconds=seconds, **dict(zip(key_fields, key, strict=True))))
+        else:
+            row.gpu_seconds += seconds
+            changed.append(row)
+    if changed:
+        model.objects.bulk_update(changed, ["gpu_seconds"])
+    if new:
+        model.objects.bulk_create(new)
+
+
+def charge_usage(runs, now: datetime) -> None:
+    """Charge allocated GPU-seconds of ``runs`` (with their workload) into the hourly usage
+    rollups, from ``accounted_until`` to their end (or ``now``), and advance
+    ``accounted_until`` (in memory: the caller saves the runs). Unallocated runs are never
+    charged. Call under the cluster lock."""
+    deltas: dict[tuple, float] = defaultdict(float)
+    for run in runs:
+        end = run.ended or now
+        if end <= run.accounted_until:
+            continue
+        if run.allocated:
+            key = (run.workload.cluster_id, run.workload.budget_id)
+            for hour, seconds in split_hours(run.accounted_until, end):
+                deltas[(*key, hour)] += run.gpus * seconds
+        run.accounted_until = end
+    _add_rollups(UsageRollup, deltas, ("cluster_id", "budget_id", "hour"))
+
+
+def charge_capacity(cluster_id: int, gpus: int, start: datetime, end: datetime) -> None:
+    deltas = {(cluster_id, hour): gpus * s for hour, s in split_hours(start, end)}
+    _add_rollups(CapacityRollup, deltas, ("cluster_id", "hour"))
+
+
+def window_usage(cluster: Cluster, now: datetime, paths: dict[int, str]) -> dict[str, float]:
+    """Allocated GPU-seconds per leaf path over ``[now - window, now]``: whole hours from the
+    rollups, the hour cut by the window's start exactly from the run records."""
+    start = now - timedelta(seconds=cluster.window)
+    edge = floor_hour(start) + HOUR
+    usage: dict[str, float] = defaultdict(float)
+    rows = (
+        UsageRollup.objects.filter(cluster=cluster, hour__gte=edge, hour__lte=now)
+        .values("budget_id")
+        .annotate(total=Sum("gpu_seconds"))
+    )
+    for row in rows:
+        usage[paths[row["budget_id"]]] += row["total"]
+    runs = Run.objects.filter(
+        workload__cluster=cluster, allocated=True, started__lt=edge, accounted_until__gt=start
+    ).values_list("workload__budget_id", "started", "accounted_until", "gpus")
+    for budget_id, started, until, gpus in runs:
+        seconds = (min(until, edge) - max(started, start)).total_seconds()
+        if seconds > 0:
+            usage[paths[budget_id]] += gpus * seconds
+    return dict(usage)
+
+
+def window_capacity(cluster: Cluster, now: datetime) -> float:
+    """Healthy GPU-seconds over the part of the window the cluster existed (the hour cut by
+    the window's start pro rata)."""
+    start = max(now - timedelta(seconds=cluster.window), cluster.created)
+    first = floor_hour(start)
+    rows = dict(
+        CapacityRollup.objects.filter(cluster=cluster, hour__gte=first, hour__lte=now)
+        .values_list("hour", "gpu_seconds")
+    )
+    total = sum(rows.values())
+    cut = rows.get(first)
+    if cut:
+        covered_from = max(first, cluster.created)
+        span = (first + HOUR - covered_from).total_seconds()
+        before = (start - covered_from).total_seconds()
+        if span > 0 and before > 0:
+            total -= cut * before / span
+    return max(0.0, total)
+
+
+def bulk_set(model, objects, fields: list[str], batch_size: int = 2000) -> None:
+    """Write ``fields`` of many rows. PostgreSQL: one ``UPDATE ... FROM (VALUES ...)`` per
+    batch (Django's ``bulk_update`` builds a CASE per field and row, far slower for thousands
+    of rows); elsewhere ``bulk_update``."""
+    objects = list(objects)
+    if not objects:
+        return
+    if connection.vendor != "postgresql":
+        rows = [o if isinstance(o, model) else model(pk=o.pk, **{f: getattr(o, f) for f in fields})
+                for o in objects]
+        model.objects.bulk_update(rows, fields, batch_size=500)
+        return
+    meta = model._meta
+    columns = [meta.get_field(name) for name in fields]
+    row = "(" + ", ".join(
+        [f"%s::{meta.pk.db_type(connection).replace('serial', 'int')}"]
+        + [f"%s::{c.cast_db_type(connection)}" for c in columns]
+    ) + ")"
+    names = ", ".join(['"pk"'] + [f'"{c.column}"' for c in columns])
+    assign = ", ".join(f'"{c.column}" = v."{c.column}"' for c in columns)
+    sql_head = f'UPDATE "{meta.db_table}" AS t SET {assign} FROM (VALUES '
+    sql_tail = f') AS v({names}) WHERE t."{meta.pk.column}" = v."pk"'
+    with connection.cursor() as cursor:
+        for start in range(0, len(objects), batch_size):
+            batch = objects[start:start + batch_size]
+            params = []
+            for obj in batch:
+                params.append(obj.pk)
+                params.extend(c.get_db_prep_save(getattr(obj, c.attname), connection)
+                              for c in columns)
+            cursor.execute(sql_head + ", ".join([row] * len(batch)) + sql_tail, params)
+
+
+# ---------------------------------------------------------------------------------------------
+# The tick
+
+
+@dataclass
+class TickReport:
+    cluster_id: int
+    now: datetime
+    skipped: bool = False  # another tick of this cluster held the lock
+    states: list[ClusterState] = field(default_factory=list)  # what each pass saw
+    passes: list[Pass] = field(default_factory=list)
+    finished: int = 0
+    host_failures: int = 0
+
+    @property
+    def decisions(self) -> list:
+        return [d for p in self.passes for d in p.decisions]
+
+
+def tick(cluster_id: int, now: datetime | None = None) -> TickReport:
+    """One tick of one cluster (see the module docstring). Returns what it did; ``skipped``
+    when another tick of the same cluster is running (it will see the same work)."""
+    with transaction.atomic():
+        if not lock_cluster(cluster_id, wait=False):
+            return TickReport(cluster_id, now or timezone.now(), skipped=True)
+        now = now or timezone.now()
+        cluster = Cluster.objects.get(pk=cluster_id)
+        return _Tick(cluster, now, backend_for(cluster)).run()
+
+
+def _ts(t: datetime | None) -> float | None:
+    return None if t is None else t.timestamp()
+
+
+class _Tick:
+    def __init__(self, cluster: Cluster, now: datetime, fleet: FleetBackend):
+        self.cluster = cluster
+        self.now = now
+        self.fleet = fleet
+        self.report = TickReport(cluster.pk, now)
+        self.events: list[Event] = []
+        self.host_events: list[HostEvent] = []
+        self.dirty_hosts: set[int] = set()
+        self.dirty_runs: dict[int, Run] = {}
+        self.new_runs: list[tuple[Run, Placement]] = []
+        self.released: list[int] = []  # ids of runs whose GPUs are released
+        self.signalled: set[int | None] = set()  # ids of runs signalled in this tick
+        self.workloads: dict[int, Workload] = {}  # changed workloads
+        self.after_commit: list = []
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        c = self.cluster
+        self.hosts = list(Host.objects.filter(cluster=c).order_by("name"))
+        self.host_by_id = {h.pk: h for h in self.hosts}
+        self.host_by_name = {h.name: h for h in self.hosts}
+        self.paths = dict(BudgetNode.objects.values_list("id", "path"))
+        self.live = {
+            r.pk: r
+            for r in Run.objects.filter(workload__cluster=c, ended=None).select_related("workload")
+        }
+        self.slots: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.runs_on_host: dict[int, set[int]] = defaultdict(set)
+        for run_id, host_id, index in RunGPU.objects.filter(
+            host__cluster=c, held=True
+        ).values_list("run_id", "host_id", "index"):
+            self.slots[run_id][self.host_by_id[host_id].name].append(index)
+            self.runs_on_host[host_id].add(run_id)
+        self.pending = {
+            row[0]: _Pending(*row)
+            for row in Workload.objects.filter(cluster=c, state=Workload.State.PENDING)
+            .values_list(*_Pending.__slots__)
+        }
+        self.last_sample = OccupancySample.objects.filter(cluster=c).order_by("-at").first()
+
+    # -- the tick ----------------------------------------------------------------------------
+
+    def run(self) -> TickReport:
+        self.load()
+        since = self.last_sample.at if self.last_sample else self.cluster.created
+        healthy_before = (
+            self.last_sample.available if self.last_sample
+            else sum(h.gpus for h in self.hosts if h.state in HEALTHY)
+        )
+        self.poll_runs()
+        self.poll_hosts(since)
+        self.repairs()
+        charge_usage(self.live.values(), self.now)
+        if self.now > since:
+            charge_capacity(self.cluster.pk, healthy_before, since, self.now)
+        for run in self.live.values():
+            self.dirty_runs[run.pk] = run
+        self.scheduling()
+        self.save()
+        self.record_sample()
+        self.notify_fleet()
+        return self.report
+
+    # -- 1. the fleet's news -------------------------------------------------------------------
+
+    def _workload(self, w: Workload) -> Workload:
+        return self.workloads.setdefault(w.pk, w)
+
+    def _event(self, workload, kind, reason, run=None, at=None) -> None:
+        self.events.append(Event(
+            workload_id=workload.pk, run=run, at=at or self.now, kind=kind, reason=reason[:500]
+        ))
+
+    def _end_run(self, run: Run, at: datetime, end_reason: str, exit_code=None) -> None:
+        run.ended = max(at, run.accounted_until)
+        run.end_reason = end_reason
+        run.exit_code = exit_code
+        if run.pk is not None:  # a run started at this very instant is saved later
+            self.released.append(run.pk)
+            self.dirty_runs[run.pk] = run
+
+    def poll_runs(self) -> None:
+        for done in self.fleet.poll_runs(list(self.live.values()), self.now):
+            run = self.live.get(done.run_id)
+            if run is None or run.ended:
+                continue
+            at = min(done.at, self.now)
+            ok = done.exit_code == 0
+            self._end_run(
+                run, at, Run.EndReason.COMPLETED if ok else Run.EndReason.FAILED, done.exit_code
+            )
+            w = self._workload(run.workload)
+            w.state = Workload.State.COMPLETED if ok else Workload.State.FAILED
+            w.finished = run.ended
+            w.exit_code = done.exit_code
+            self._event(w, Event.Kind.COMPLETED if ok else Event.Kind.FAILED,
+                        done.message or ("completed" if ok else f"exit code {done.exit_code}"),
+                        run=run, at=run.ended)
+            self.report.finished += 1
+
+    def poll_hosts(self, since: datetime) -> None:
+        health = self.fleet.poll_hosts(self.hosts, since, self.now)
+        seen = defaultdict(list)
+        for name, at in health.heartbeats.items():
+            host = self.host_by_name.get(name)
+            if host is not None and host.last_heartbeat != at:
+                host.last_heartbeat = at
+                seen[at].append(host.pk)
+        for at, ids in seen.items():
+            Host.objects.filter(pk__in=ids).update(last_heartbeat=at)
+        signals = list(health.signals)
+        timeout = timedelta(seconds=float(self.fleet.config.get("heartbeat_timeout", 600)))
+        signalled = {s.host for s in signals}
+        for host in self.hosts:
+            if (host.state in ALIVE and host.name not in signalled and host.last_heartbeat
+                    and self.now - host.last_heartbeat > timeout):
+                signals.append(_lost(host, self.now))
+        for signal in signals:
+            host = self.host_by_name.get(signal.host)
+            if host is None or host.state not in ALIVE:
+                continue
+            if signal.fatal:
+                self.host_died(host, signal.reason, min(signal.at, self.now))
+            elif host.state == Host.State.AVAILABLE:
+                self._host_state(host, Host.State.DRAINING, f"health signal: {signal.reason}")
+                self._host_event(host, HostEvent.Kind.HEALTH_SIGNAL, signal.reason)
+                self.after_commit.append(lambda h=host, r=signal.reason: self.fleet.drain(h, r))
+
+    def host_died(self, host: Host, reason: str, at: datetime) -> None:
+        self.report.host_failures += 1
+        for run_id in sorted(self.runs_on_host.get(host.pk, ())):
+            run = self.live.get(run_id)
+            if run is None or run.ended:
+                continue
+            self._end_run(run, at, Run.EndReason.HOST_FAILURE)
+            w = self._workload(run.workload)
+            why = f"host {host.name} failed ({reason})"
+            if w.resumable:
+                w.state = Workload.State.PENDING
+                self._event(w, Event.Kind.REQUEUED, f"{why}: requeued, keeps its place", run=run)
+            else:
+                w.state = Workload.State.FAILED
+                w.finished = run.ended
+                self._event(w, Event.Kind.FAILED, f"{why}: not resumable, ends as FAILED", run=run)
+        self._host_state(host, Host.State.DOWN, f"failed: {reason}")
+        self._host_event(host, HostEvent.Kind.FAILED, reason)
+
+    # -- 2. repairs ------------------------------------------------------------------------
+
+    def _host_state(self, host: Host, state: str, reason: str) -> None:
+        host.state = state
+        host.state_reason = reason[:500]
+        host.state_changed = self.now
+        self.dirty_hosts.add(host.pk)
+
+    def _host_event(self, host: Host, kind: str, reason: str, needed_human=False) -> None:
+        self.host_events.append(HostEvent(
+            host=host, at=self.now, kind=kind, reason=reason[:500], needed_human=needed_human
+        ))
+
+    def repairs(self) -> None:
+        limit = int(self.fleet.config.get(
+            "max_repairs", getattr(settings, "TIMESHARE_MAX_REPAIRS", 3)
+        ))
+        wait = timedelta(seconds=float(self.fleet.config.get("repair_seconds", 30)))
+        for host in self.hosts:
+            if host.pk in self.dirty_hosts:
+                continue  # changed in this tick: next step at the next tick
+            if host.state in (Host.State.DRAINED, Host.State.DOWN):
+                self._host_state(host, Host.State.REPAIRING, "automatic repair and health check")
+                self._host_event(host, HostEvent.Kind.REPAIR_STARTED,
+                                 f"automatic repair ({self.fleet.name} backend)")
+            elif host.state == Host.State.REPAIRING and self.now >= host.state_changed + wait \
+                    and self.now > host.state_changed:
+                if self.fleet.repair(host, self.now):
+                    host.failed_repairs = 0
+                    self._host_state(host, Host.State.AVAILABLE, "repaired: health check passed")
+                    self._host_event(host, HostEvent.Kind.REPAIR_SUCCEEDED,
+                                     "automatic repair: health check passed")
+                    self._host_event(host, HostEvent.Kind.RETURNED, "back in service")
+                    self.after_commit.append(lambda h=host: self.fleet.resume(h))
+                    continue
+                host.failed_repairs += 1
+                n = host.failed_repairs
+                tries = f"{n} failed repair{'s' if n > 1 else ''}"
+                self._host_event(host, HostEvent.Kind.REPAIR_FAILED,
+                                 f"automatic repair failed the health check ({tries})")
+                if host.failed_repairs >= limit:
+                    why = f"{tries} in a row: needs a human"
+                    self._host_state(host, Host.State.ESCALATED, why)
+                    self._host_event(host, HostEvent.Kind.ESCALATED, why, needed_human=True)
+                    self.after_commit.append(lambda h=host, w=why: _notify_escalation(h, w))
+                else:
+                    self._host_state(host, Host.State.REPAIRING, f"retrying repair ({tries})")
+
+    # -- 3. scheduling ---------------------------------------------------------------------
+
+    def _engine_workload(self, w: Workload) -> EngineWorkload:
+        return EngineWorkload(
+            id=str(w.pk),
+            budget=self.paths[w.budget_id],
+            gpus=w.gpus,
+            min_runtime=float(w.min_runtime),
+            resumable=w.resumable,
+            submitted=w.submitted.timestamp(),
+            duration=None if w.expected_duration is None else float(w.expected_duration),
+        )
+
+    def _engine_run(self, run: Run, placement: Placement) -> EngineRun:
+        return EngineRun(
+            workload=self._engine_workload(run.workload),
+            started=run.started.timestamp(),
+            placement=placement,
+            protected_until=run.protected_until.timestamp(),
+            signalled_at=_ts(run.signalled_at),
+            number=run.number,
+        )
+
+    def build_state(self) -> ClusterState:
+        now = self.now
+        self.tree = budget_tree(self.cluster)
+        self.params = engine_params(self.cluster)
+        hosts = [EngineHost(h.name, h.gpus, h.group, HostState(h.state)) for h in self.hosts]
+        self.engine_runs: dict[int, Run] = {}  # id(engine run) -> Run row
+        running = []
+        for run in self.live.values():
+            if run.ended:
+                continue
+            slots = self.slots.get(run.pk, {})
+            placement = Placement(tuple(sorted((h, tuple(sorted(i))) for h, i in slots.items())))
+            er = self._engine_run(run, placement)
+            self.engine_runs[id(er)] = run
+            running.append(er)
+        for w in self.workloads.values():  # requeued by a host failure in this tick
+            if w.state == Workload.State.PENDING and w.pk not in self.pending:
+                self.pending[w.pk] = w
+        pending = [self._engine_workload(w) for w in self.pending.values()]
+        return ClusterState(
+            now=now.timestamp(),
+            hosts=hosts,
+            running=running,
+            pending=pending,
+            usage=window_usage(self.cluster, now, self.paths),
+            capacity=window_capacity(self.cluster, now),
+        )
+
+    def scheduling(self) -> None:
+        state = self.build_state()
+        for _ in range(MAX_PASSES):
+            self.report.states.append(_copy_state(state))
+            result = schedule(state, self.tree, self.params)
+            self.report.passes.append(result)
+            self.apply(result, state)
+            if not any(isinstance(d, CHANGES) for d in result.decisions):
+                break  # a fixed point: a tick at the same instant would decide the same
+        self.queue(result)
+
+    def _number_new_runs(self) -> None:
+        """Run numbers continue each workload's series (one query for all new runs)."""
+        ids = {run.workload_id for run, _ in self.new_runs}
+        last = dict(
+            Run.objects.filter(workload_id__in=ids).values("workload_id")
+            .annotate(n=Max("number")).values_list("workload_id", "n")
+        )
+        for run, _ in self.new_runs:
+            last[run.workload_id] = run.number = last.get(run.workload_id, 0) + 1
+
+    def apply(self, result: Pass, state: ClusterState) -> None:
+        """Apply one pass's decisions in list order, to the rows and to ``state`` (for the next
+        pass at the same instant)."""
+        now = self.now
+        hosts = {h.name: h for h in state.hosts}
+        for d in result.decisions:
+            if isinstance(d, Start):
+                self._start(d, state)
+            elif isinstance(d, Preempt):
+                run = self.engine_runs[id(d.run)]
+                run.signalled_at = now
+                self.signalled.add(run.pk)
+                d.run.signalled_at = now.timestamp()
+                w = self._workload(run.workload)
+                w.state = Workload.State.PREEMPTING
+                self._event(w, Event.Kind.SIGNALLED, d.reason, run=run)
+                self.after_commit.append(lambda r=run: self.fleet.signal(r))
+            elif isinstance(d, Stop):
+                run = self.engine_runs.pop(id(d.run))
+                state.running.remove(d.run)
+                self._end_run(run, now, d.end_reason)
+                w = self._workload(run.workload)
+                if d.requeue:
+                    w.state = Workload.State.PENDING
+                    w.queue_reason = "requeued: waiting for the next scheduling pass"
+                    self.pending[w.pk] = w
+                    state.pending.append(d.run.workload)
+                    self._event(w, Event.Kind.REQUEUED, d.reason + "; keeps its place", run=run)
+                else:
+                    w.state = Workload.State.PREEMPTED
+                    w.finished = now
+                    self._event(w, Event.Kind.PREEMPTED, d.reason, run=run)
+                self.after_commit.append(lambda r=run: self.fleet.stop(r))
+            elif isinstance(d, Hold):
+                w = self._pending_row(d.workload.id)
+                key = "holding " + " ".join(d.hosts) + " "
+                if not (w.queue_reason or "").startswith(key):
+                    self._event(w, Event.Kind.HELD, d.reason)
+            elif isinstance(d, HostDrained):
+                host = self.host_by_name[d.host.name]
+                hosts[d.host.name].state = HostState.DRAINED
+                self._host_state(host, Host.State.DRAINED, d.reason)
+                self._host_event(host, HostEvent.Kind.DRAINED, d.reason)
+
+    def _pending_row(self, engine_id: str) -> Workload:
+        return self.pending[int(engine_id)]
+
+    def _start(self, d: Start, state: ClusterState) -> None:
+        now = self.now
+        w = self._workload(self._pending_row(d.workload.id))
+        del self.pending[w.pk]
+        run = Run(
+            workload_id=w.pk,
+            number=0,  # numbered when saved
+            allocated=w.min_runtime > 0,
+            gpus=d.placement.gpus,
+            started=now,
+            protected_until=now + timedelta(seconds=w.min_runtime),
+            accounted_until=now,
+        )
+        self.new_runs.append((run, d.placement))
+        w.state = Workload.State.RUNNING
+        w.queue_position = None
+        w.queue_reason = ""
+        self._event(w, Event.Kind.STARTED, d.reason, run=run)
+        state.pending.remove(d.workload)
+        er = EngineRun(d.workload, now.timestamp(), d.placement,
+                       now.timestamp() + d.workload.min_runtime)
+        state.running.append(er)
+        self.engine_runs[id(er)] = run
+
+    def queue(self, result: Pass) -> None:
+        position = 0
+        for engine_id in result.order:
+            w = self.pending.get(int(engine_id))
+            if w is None:
+                continue
+            position += 1
+            reason = result.waiting.get(engine_id) or "waiting for the next scheduling pass"
+            reason = reason[:500]
+            if w.queue_position != position or w.queue_reason != reason:
+                w.queue_position, w.queue_reason = position, reason
+                self.workloads.setdefault(w.pk, w)
+        ranked = set(result.order)
+        for w in self.pending.values():  # requeued by the last pass allowed at this instant
+            if str(w.pk) not in ranked and w.queue_position is not None:
+                w.queue_position = None
+                self.workloads.setdefault(w.pk, w)
+
+    # -- 4. writing ------------------------------------------------------------------------
+
+    def save(self) -> None:
+        if self.dirty_hosts:
+            Host.objects.bulk_update(
+                [self.host_by_id[i] for i in sorted(self.dirty_hosts)],
+                ["state", "state_reason", "state_changed", "failed_repairs"],
+            )
+        if self.released:
+            RunGPU.objects.filter(run_id__in=self.released, held=True).update(held=False)
+        # Most live runs only move their accounting mark to now: one UPDATE for all of them.
+        changed = [r for r in self.dirty_runs.values() if r.ended or r.pk in self.signalled]
+        charged = [r.pk for r in self.dirty_runs.values()
+                   if not r.ended and r.pk not in self.signalled]
+        if charged:
+            Run.objects.filter(pk__in=charged).update(accounted_until=self.now)
+        bulk_set(Run, changed,
+                 ["signalled_at", "ended", "end_reason", "exit_code", "accounted_until"])
+        if self.new_runs:
+            self._number_new_runs()
+            Run.objects.bulk_create([r for r, _ in self.new_runs])
+            gpus = []
+            ids = {h.name: h.pk for h in self.hosts}
+            for run, placement in self.new_runs:
+                if run.ended is None:
+                    gpus.extend(
+                        RunGPU(run=run, host_id=ids[host], index=i) for host, i in placement.pairs()
+                    )
+            RunGPU.objects.bulk_create(gpus, batch_size=1000)
+        bulk_set(Workload, self.workloads.values(),
+                 ["state", "finished", "exit_code", "queue_position", "queue_reason"])
+        if self.events:
+            Event.objects.bulk_create(self.events, batch_size=1000)
+        if self.host_events:
+            HostEvent.objects.bulk_create(self.host_events)
+
+    def record_sample(self) -> None:
+        if self.last_sample and self.last_sample.at >= self.now:
+            return  # the same instant twice: nothing new to record
+        allocated = unallocated = 0
+        for run in self.live.values():
+            if run.ended is None:
+                if run.allocated:
+                    allocated += run.gpus
+                else:
+                    unallocated += run.gpus
+        for run, _ in self.new_runs:
+            if run.ended is None:
+                if run.allocated:
+                    allocated += run.gpus
+                else:
+                    unallocated += run.gpus
+        OccupancySample.objects.create(
+            cluster=self.cluster,
+            at=self.now,
+            total=sum(h.gpus for h in self.hosts),
+            available=sum(h.gpus for h in self.hosts if h.state in HEALTHY),
+            allocated=allocated,
+            unallocated=unallocated,
+            pending_workloads=len(self.pending),
+            pending_gpus=sum(w.gpus for w in self.pending.values()),
+        )
+
+    def notify_fleet(self) -> None:
+        fleet = self.fleet
+        actions = list(self.after_commit)
+        for run, placement in self.new_runs:
+            if run.ended is None:
+                actions.insert(0, lambda r=run, p=placement: _launch(fleet, r, p))
+
+        def tell():
+            for action in actions:
+                try:
+                    action()
+                except Exception:  # the next tick's poll reconciles
+                    log.exception("fleet action failed on cluster %s", self.cluster.name)
+
+        transaction.on_commit(tell)
+
+
+class _Pending:
+    """A pending workload as the tick needs it: a plain row, not a model instance (thousands
+    of them each tick). ``bulk_set`` writes its fields back."""
+
+    __slots__ = ("pk", "budget_id", "gpus", "min_runtime", "resumable", "submitted",
+                 "expected_duration", "state", "queue_position", "queue_reason", "finished",
+                 "exit_code")
+
+    def __init__(self, *values):
+        for name, value in zip(self.__slots__, values, strict=True):
+            setattr(self, name, value)
+
+
+def _launch(fleet: FleetBackend, run: Run, placement: Placement) -> None:
+    backend_id = fleet.launch(run, placement)
+    if backend_id and backend_id != run.backend_id:
+        Run.objects.filter(pk=run.pk).update(backend_id=backend_id)
+
+
+def _lost(host: Host, now: datetime):
+    from scheduler.fleet import HealthSignal
+
+    return HealthSignal(host.name, "lost_heartbeat", now,
+                        f"lost heartbeat: last seen {host.last_heartbeat:%Y-%m-%d %H:%M:%S}")
+
+
+def _notify_escalation(host: Host, why: str) -> None:
+    log.warning("host %s escalated to a human: %s", host, why)
+    mail_admins(f"Timeshare: host {host} needs a human", why, fail_silently=True)
+
+
+def _copy_state(state: ClusterState) -> ClusterState:
+    return ClusterState(
+        now=state.now,
+        hosts=[EngineHost(h.name, h.gpus, h.group, h.state) for h in state.hosts],
+        running=[
+            EngineRun(r.workload, r.started, r.placement, r.protected_until, r.signalled_at,
+                      r.number)
+            for r in state.running
+        ],
+        pending=list(state.pending),
+        usage=dict(state.usage),
+        capacity=state.capacity,
+    )
+
+
+def window_capacity_estimate(cluster: Cluster, now: datetime) -> float:
+    """Capacity as the next tick will see it at ``now``, before any sample exists: the healthy
+    GPUs of today over the part of the window the cluster existed (tests and tools)."""
+    start = max(now - timedelta(seconds=cluster.window), cluster.created)
+    gpus = sum(h.gpus for h in cluster.hosts.all() if h.state in HEALTHY)
+    return window_capacity(cluster, now) + gpus * max(0.0, (now - start).total_seconds())

@@ -1,0 +1,403 @@
+"""Every change to workloads and hosts goes through here: permission, validation, one
+transaction, events with reasons. Views, the API and commands call these functions; the
+decisions themselves (who runs where, who is preempted) belong to the engine, applied by
+``scheduler.loop.tick``.
+
+- ``submit``, ``cancel``: researchers (members of a budget leaf; cancel also its managers
+  and operators).
+- ``drain``, ``return_to_service``, ``repair``: operators.
+- ``explain``: why a workload is where it is, in one sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from budgets.models import Allocation, BudgetNode
+from budgets.services import shares_by_path
+from scheduler import permissions
+from scheduler.engine import BudgetTree, ContractError, Params, contract
+from scheduler.engine import Host as EngineHost
+from scheduler.engine import Workload as EngineWorkload
+from scheduler.models import Cluster, Event, Host, HostEvent, Run, RunGPU, Workload
+
+log = logging.getLogger(__name__)
+
+NAME_MAX = Workload._meta.get_field("name").max_length
+REASON_MAX = 500
+
+
+class ServiceError(ValueError):
+    """A request that cannot be carried out; ``message`` is shown to the user as it is,
+    next to ``field`` when it is about one form field."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class SubmissionError(ServiceError):
+    """Bad workload input, or an action on a workload that is not possible in its state."""
+
+
+class HostActionError(ServiceError):
+    """A host action that is not possible in the host's state."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine views of the database (shared with the loop)
+
+
+def engine_params(cluster: Cluster) -> Params:
+    return Params(
+        window=float(cluster.window),
+        max_min_runtime=float(cluster.max_min_runtime),
+        hysteresis=float(cluster.hysteresis),
+        grace=float(cluster.grace),
+    )
+
+
+def budget_tree(cluster: Cluster) -> BudgetTree:
+    """The engine's budget tree of ``cluster`` (paths as in the database)."""
+    nodes = list(BudgetNode.objects.only("id", "path", "parent_id"))
+    allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
+    return BudgetTree.from_shares(shares_by_path(nodes, allocations))
+
+
+def engine_hosts(hosts) -> list[EngineHost]:
+    return [EngineHost(h.name, h.gpus, h.group, h.state) for h in hosts]
+
+
+def _request_tick(cluster_id: int) -> None:
+    from scheduler.tasks import request_tick
+
+    request_tick(cluster_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+
+
+def _whole(value, field: str, label: str) -> int:
+    if isinstance(value, bool):
+        raise SubmissionError(f"{label} must be a whole number.", field)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise SubmissionError(f"{label} must be a whole number.", field) from None
+    if isinstance(value, float) and number != value:
+        raise SubmissionError(f"{label} must be a whole number.", field)
+    return number
+
+
+def _contract_field(workload: EngineWorkload, hosts, tree: BudgetTree, params: Params) -> str:
+    """Which form field a ``ContractError`` is about (the engine owns the rules and words)."""
+    if workload.gpus < 1 or not contract.placeable(workload.gpus, hosts):
+        return "gpus"
+    if not 0 <= workload.min_runtime <= params.max_min_runtime:
+        return "min_runtime"
+    return "min_runtime" if workload.min_runtime > 0 else "budget"
+
+
+def submit(
+    user,
+    *,
+    name: str,
+    budget: BudgetNode,
+    cluster: Cluster,
+    gpus,
+    min_runtime,
+    resumable: bool,
+    command: str,
+    expected_duration=None,
+) -> Workload:
+    """Queue a workload. Raises ``SubmissionError`` (with ``.field``) for bad input and
+    ``PermissionDenied`` for a budget the user may not charge; nothing is written then."""
+    name = (name or "").strip()
+    command = (command or "").strip()
+    if not name:
+        raise SubmissionError("Give the workload a name.", "name")
+    if len(name) > NAME_MAX:
+        raise SubmissionError(f"The name is at most {NAME_MAX} characters.", "name")
+    if not command:
+        raise SubmissionError("Give the command line or container image to run.", "command")
+    if budget is None:
+        raise SubmissionError("Choose a budget.", "budget")
+    if cluster is None:
+        raise SubmissionError("Choose a cluster.", "cluster")
+    gpus = _whole(gpus, "gpus", "GPUs")
+    min_runtime = _whole(min_runtime, "min_runtime", "The minimum runtime")
+    if gpus < 1:
+        raise SubmissionError("A workload needs at least 1 GPU.", "gpus")
+    if min_runtime < 0:
+        raise SubmissionError(
+            "The minimum runtime cannot be negative (0 means unallocated: free, preemptible "
+            "at any moment).", "min_runtime"
+        )
+    if expected_duration in ("", None):
+        expected_duration = None
+    else:
+        expected_duration = _whole(expected_duration, "expected_duration", "The expected duration")
+        if expected_duration < 1:
+            raise SubmissionError("The expected duration must be positive.", "expected_duration")
+    if BudgetNode.objects.filter(parent=budget).exists():
+        raise SubmissionError(
+            f"{budget.path} is not a leaf budget: charge one of its projects or researchers.",
+            "budget",
+        )
+    if not permissions.can_charge(user, budget):
+        raise PermissionDenied(f"You are not a member of {budget.path}.")
+    hosts = engine_hosts(Host.objects.filter(cluster=cluster))
+    if not hosts:
+        raise SubmissionError(f"Cluster {cluster.name} has no hosts yet.", "cluster")
+    tree = budget_tree(cluster)
+    params = engine_params(cluster)
+    candidate = EngineWorkload(
+        id="new", budget=budget.path, gpus=gpus, min_runtime=float(min_runtime),
+        resumable=bool(resumable), submitted=0.0, duration=expected_duration,
+    )
+    try:
+        contract.validate(candidate, hosts, tree, params)
+    except ContractError as error:
+        message = str(error)
+        raise SubmissionError(
+            message[:1].upper() + message[1:] + ".", _contract_field(candidate, hosts, tree, params)
+        ) from None
+
+    with transaction.atomic():
+        workload = Workload.objects.create(
+            name=name,
+            owner=user,
+            budget=budget,
+            cluster=cluster,
+            gpus=gpus,
+            min_runtime=min_runtime,
+            resumable=bool(resumable),
+            command=command,
+            expected_duration=expected_duration,
+            queue_reason="submitted: waiting for the next scheduling pass",
+        )
+        Event.objects.create(
+            workload=workload, at=workload.submitted, kind=Event.Kind.SUBMITTED,
+            reason=_contract_words(workload),
+        )
+        _request_tick(cluster.pk)
+    return workload
+
+
+def _contract_words(w: Workload) -> str:
+    gpus = f"{w.gpus} GPU{'s' if w.gpus != 1 else ''} on {w.cluster.name}"
+    if w.min_runtime <= 0:
+        return f"{gpus}, unallocated: free, preemptible at any moment"
+    again = "requeued if preempted" if w.resumable else "ends as PREEMPTED if preempted"
+    return (
+        f"{gpus} charged to {w.budget.path}, protected for {_span(w.min_runtime)} "
+        f"once started, then preemptible ({again})"
+    )
+
+
+def cancel(user, workload: Workload) -> Workload:
+    """Cancel a pending or running workload: a running one is stopped at once and its GPUs
+    released (usage charged up to now)."""
+    from scheduler import loop
+
+    if not permissions.can_cancel(user, workload):
+        raise PermissionDenied("Only the owner, a manager of its budget or an operator may cancel.")
+    now = timezone.now()
+    with transaction.atomic():
+        loop.lock_cluster(workload.cluster_id)
+        current = Workload.objects.select_for_update().get(pk=workload.pk)
+        if not current.active:
+            raise SubmissionError(
+                f"{current.name} is already {current.get_state_display().lower()}.", None
+            )
+        who = user.get_username()
+        run = Run.objects.filter(workload=current, ended=None).select_related("workload").first()
+        if run is not None:
+            now = max(now, run.accounted_until)  # a worker's clock may run a little ahead
+            loop.charge_usage([run], now)
+            run.ended = now
+            run.end_reason = Run.EndReason.CANCELLED
+            run.save(update_fields=["ended", "end_reason", "accounted_until"])
+            RunGPU.objects.filter(run=run, held=True).update(held=False)
+            cluster = current.cluster
+            transaction.on_commit(lambda: loop.backend_for(cluster).stop(run))
+        current.state = Workload.State.CANCELLED
+        current.finished = now
+        current.queue_position = None
+        current.queue_reason = ""
+        current.save(update_fields=["state", "finished", "queue_position", "queue_reason"])
+        Event.objects.create(
+            workload=current, run=run, at=now, kind=Event.Kind.CANCELLED,
+            reason=f"cancelled by {who}" + (", run stopped and GPUs released" if run else ""),
+        )
+        _request_tick(current.cluster_id)
+    workload.refresh_from_db()
+    return workload
+
+
+def explain(workload: Workload) -> str:
+    """Why the workload is where it is, in one sentence (never a bare "pending")."""
+    now = timezone.now()
+    state = workload.state
+    if state == Workload.State.PENDING:
+        where = f"#{workload.queue_position} in the queue of {workload.cluster.name}: " if (
+            workload.queue_position
+        ) else ""
+        return where + (workload.queue_reason or "waiting for the next scheduling pass")
+    if state in (Workload.State.RUNNING, Workload.State.PREEMPTING):
+        run = workload.runs.filter(ended=None).first()
+        if run is None:
+            return workload.get_state_display()
+        hosts = " ".join(
+            sorted(set(run.assigned_gpus.filter(held=True).values_list("host__name", flat=True)))
+        )
+        text = f"running on {hosts} since {run.started:%Y-%m-%d %H:%M:%S}"
+        if run.signalled_at:
+            return text + (
+                f"; preemption signalled at {run.signalled_at:%H:%M:%S}, "
+                f"leaves by {run.signalled_at + timedelta(seconds=workload.cluster.grace):%H:%M:%S}"
+            )
+        if not run.allocated:
+            return text + "; unallocated: preemptible at any moment"
+        if run.protected_until > now:
+            return text + f"; protected until {run.protected_until:%Y-%m-%d %H:%M:%S}"
+        return text + f"; preemptible since {run.protected_until:%Y-%m-%d %H:%M:%S}"
+    last = workload.events.order_by("-at", "-id").first()
+    label = workload.get_state_display().lower()
+    return f"{label}: {last.reason}" if last and last.reason else label
+
+
+# ---------------------------------------------------------------------------------------------
+# Hosts
+
+
+def _operator(user) -> None:
+    if not permissions.can_operate(user):
+        raise PermissionDenied("Only operators drain, return and repair hosts.")
+
+
+def _set_host(host: Host, state: str, reason: str, now) -> None:
+    host.state = state
+    host.state_reason = reason[:REASON_MAX]
+    host.state_changed = now
+    host.save(update_fields=["state", "state_reason", "state_changed", "failed_repairs"])
+
+
+def _locked_host(host: Host) -> Host:
+    from scheduler import loop
+
+    loop.lock_cluster(host.cluster_id)
+    return Host.objects.select_for_update().select_related("cluster").get(pk=host.pk)
+
+
+def drain(user, host: Host, reason: str) -> Host:
+    """Place nothing new on ``host``; its work leaves by the contract (unallocated and
+    preemptible work at once, protected work as its minimum runtime ends), then the host is
+    DRAINED and repaired automatically."""
+    from scheduler import loop
+
+    _operator(user)
+    reason = (reason or "").strip()
+    if not reason:
+        raise HostActionError("Say why the host is drained.", "reason")
+    now = timezone.now()
+    with transaction.atomic():
+        current = _locked_host(host)
+        if current.state != Host.State.AVAILABLE:
+            raise HostActionError(
+                f"{current.name} is {current.state}: only an AVAILABLE host can be drained.", None
+            )
+        _set_host(current, Host.State.DRAINING, f"drained by {user.get_username()}: {reason}", now)
+        HostEvent.objects.create(
+            host=current, at=now, kind=HostEvent.Kind.DRAIN_REQUESTED, reason=reason, by=user
+        )
+        cluster = current.cluster
+        transaction.on_commit(lambda: loop.backend_for(cluster).drain(current, reason))
+        _request_tick(current.cluster_id)
+    return current
+
+
+def return_to_service(user, host: Host, reason: str = "") -> Host:
+    """Undo a drain: a DRAINING or DRAINED host takes work again (no repair needed)."""
+    from scheduler import loop
+
+    _operator(user)
+    now = timezone.now()
+    with transaction.atomic():
+        current = _locked_host(host)
+        if current.state not in (Host.State.DRAINING, Host.State.DRAINED):
+            raise HostActionError(
+                f"{current.name} is {current.state}: only a draining or drained host returns "
+                "to service (repair an escalated or down host instead).", None
+            )
+        why = (reason or "").strip() or "drain cancelled"
+        current.failed_repairs = 0
+        _set_host(current, Host.State.AVAILABLE, f"returned by {user.get_username()}: {why}", now)
+        HostEvent.objects.create(
+            host=current, at=now, kind=HostEvent.Kind.RETURNED, reason=why, by=user
+        )
+        cluster = current.cluster
+        transaction.on_commit(lambda: loop.backend_for(cluster).resume(current))
+        _request_tick(current.cluster_id)
+    return current
+
+
+undrain = return_to_service
+
+
+def repair(user, host: Host, note: str = "") -> Host:
+    """A human fixed an ESCALATED (or DOWN) host: it is back in service, and the repair is
+    counted as one that needed a human."""
+    from scheduler import loop
+
+    _operator(user)
+    now = timezone.now()
+    with transaction.atomic():
+        current = _locked_host(host)
+        if current.state not in (Host.State.ESCALATED, Host.State.DOWN, Host.State.REPAIRING):
+            raise HostActionError(
+                f"{current.name} is {current.state}: only an escalated, down or repairing host "
+                "is repaired by hand.", None
+            )
+        why = (note or "").strip() or "repaired by hand"
+        current.failed_repairs = 0
+        _set_host(current, Host.State.AVAILABLE, f"repaired by {user.get_username()}: {why}", now)
+        HostEvent.objects.create(
+            host=current, at=now, kind=HostEvent.Kind.REPAIR_SUCCEEDED, reason=why, by=user,
+            needed_human=True,
+        )
+        HostEvent.objects.create(host=current, at=now, kind=HostEvent.Kind.RETURNED,
+                                 reason="back in service after a human repair", by=user)
+        cluster = current.cluster
+        transaction.on_commit(lambda: loop.backend_for(cluster).resume(current))
+        _request_tick(current.cluster_id)
+    return current
+
+
+def repair_summary(cluster: Cluster | None = None, since=None) -> dict:
+    """Repairs that brought a host back, and how many needed a human (the reported share)."""
+    events = HostEvent.objects.filter(kind=HostEvent.Kind.REPAIR_SUCCEEDED)
+    if cluster is not None:
+        events = events.filter(host__cluster=cluster)
+    if since is not None:
+        events = events.filter(at__gte=since)
+    counts = events.aggregate(total=Count("id"), human=Count("id", filter=Q(needed_human=True)))
+    total, human = counts["total"], counts["human"]
+    return {"repairs": total, "needed_human": human, "share": (human / total) if total else None}
+
+
+def _span(seconds: float) -> str:
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:g} h"

@@ -1,0 +1,50 @@
+"""Celery tasks: the beat ticks every cluster every few seconds; submit and cancel ask for a
+tick of their cluster at once (after their transaction commits)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.db import transaction
+
+from scheduler.models import Cluster
+
+log = logging.getLogger(__name__)
+
+TICK_EXPIRES = 60  # seconds: a tick queued longer than this is stale (the beat sends another)
+
+
+@shared_task(name="scheduler.tick_cluster", ignore_result=True)
+def tick_cluster(cluster_id: int) -> dict:
+    from scheduler.loop import tick
+
+    report = tick(cluster_id)
+    if report.skipped:
+        return {"cluster": cluster_id, "skipped": True}
+    return {
+        "cluster": cluster_id,
+        "decisions": len(report.decisions),
+        "finished": report.finished,
+        "host_failures": report.host_failures,
+    }
+
+
+@shared_task(name="scheduler.tick_all", ignore_result=True)
+def tick_all() -> int:
+    ids = list(Cluster.objects.values_list("pk", flat=True))
+    for cluster_id in ids:
+        send_tick(cluster_id)
+    return len(ids)
+
+
+def send_tick(cluster_id: int) -> None:
+    try:
+        tick_cluster.apply_async((cluster_id,), expires=TICK_EXPIRES)
+    except Exception:  # broker down: the beat's next tick does the same work
+        log.warning("could not queue a tick of cluster %s", cluster_id, exc_info=True)
+
+
+def request_tick(cluster_id: int) -> None:
+    """Tick ``cluster_id`` as soon as the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: send_tick(cluster_id))

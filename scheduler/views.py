@@ -1,0 +1,280 @@
+import csv
+from collections import defaultdict
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from scheduler import services
+from scheduler.filters import WorkloadFilterSet
+from scheduler.forms import DrainForm, SubmitForm, format_duration
+from scheduler.models import Cluster, Event, Host, RunGPU, Workload
+from scheduler.permissions import can_cancel, can_operate, can_view_fleet, restrict_workloads
+
+UNPROCESSABLE = 422
+PAGE_SIZE = 50
+
+
+def _visible_workloads(user):
+    return restrict_workloads(
+        Workload.objects.select_related("owner", "budget", "cluster"), user
+    )
+
+
+# Workloads
+
+
+@login_required
+def workload_list(request):
+    """Workloads the user may see, filtered; htmx polls the table body while it is open."""
+    filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
+    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"filterset": filterset, "page": page}
+    template = "scheduler/_workload_rows.html" if request.htmx else "scheduler/workload_list.html"
+    return render(request, template, context)
+
+
+CSV_COLUMNS = [
+    "id", "name", "owner", "budget", "cluster", "gpus", "min_runtime", "resumable", "state",
+    "submitted", "finished", "exit_code", "queue_position", "queue_reason",
+]
+
+
+@login_required
+def workload_export(request):
+    """The list page's filters, as CSV (min_runtime in seconds, times in ISO 8601 UTC)."""
+    filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="workloads.csv"'
+    writer = csv.writer(response)
+    writer.writerow(CSV_COLUMNS)
+    for w in filterset.qs.iterator(chunk_size=2000):
+        writer.writerow([
+            w.pk, w.name, w.owner.get_username(), w.budget.path, w.cluster.name, w.gpus,
+            w.min_runtime, int(w.resumable), w.state, w.submitted.isoformat(),
+            w.finished.isoformat() if w.finished else "", _blank(w.exit_code),
+            _blank(w.queue_position), w.queue_reason,
+        ])
+    return response
+
+
+def _blank(value):
+    return "" if value is None else value
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workload_create(request):
+    form = SubmitForm(request.POST or None, user=request.user,
+                      initial={"min_runtime": "60", "cluster": request.GET.get("cluster")})
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                workload = services.submit(request.user, **form.cleaned_data)
+            except services.SubmissionError as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+            else:
+                messages.success(request, f"{workload.name} submitted to {workload.cluster}.")
+                return redirect("scheduler:workload", pk=workload.pk)
+        status = UNPROCESSABLE
+    clusters = Cluster.objects.all()
+    context = {"form": form, "limits": [(c, format_duration(c.max_min_runtime)) for c in clusters]}
+    return render(request, "scheduler/workload_form.html", context, status=status)
+
+
+@login_required
+def workload_detail(request, pk):
+    """The workload and its live timeline; htmx polls the timeline while the workload is active."""
+    workload = get_object_or_404(_visible_workloads(request.user), pk=pk)
+    runs = list(workload.runs.prefetch_related(
+        Prefetch("assigned_gpus", queryset=RunGPU.objects.select_related("host"))
+    ))
+    context = {
+        "workload": workload,
+        "runs": runs,
+        "timeline": _timeline(workload, runs, workload.events.all()),
+        "can_cancel": workload.active and can_cancel(request.user, workload),
+        "min_runtime": format_duration(workload.min_runtime),
+    }
+    template = "scheduler/_workload_live.html" if request.htmx else "scheduler/workload_detail.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def workload_cancel(request, pk):
+    workload = get_object_or_404(_visible_workloads(request.user), pk=pk)
+    if not can_cancel(request.user, workload):
+        raise PermissionDenied("Only its owner, a manager of its budget or an operator may "
+                               "cancel this workload.")
+    try:
+        services.cancel(request.user, workload)
+    except services.SubmissionError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"{workload.name} cancelled.")
+    return redirect("scheduler:workload", pk=workload.pk)
+
+
+class Entry:
+    """One line of a workload's timeline."""
+
+    def __init__(self, at, kind, label, reason="", placement=None, upcoming=False):
+        self.at, self.kind, self.label, self.reason = at, kind, label, reason
+        self.placement, self.upcoming = placement, upcoming
+
+
+def _placement(run):
+    by_host = defaultdict(list)
+    for gpu in run.assigned_gpus.all():
+        by_host[gpu.host.name].append(gpu.index)
+    return [(host, ", ".join(map(str, sorted(indices)))) for host, indices in by_host.items()]
+
+
+def _timeline(workload, runs, events):
+    """Events with their reasons, plus what the runs say: where, protected until when."""
+    now = timezone.now()
+    by_run = {run.pk: run for run in runs}
+    entries, started = [], set()
+    for event in events:
+        run = by_run.get(event.run_id)
+        placement = None
+        if event.kind == Event.Kind.STARTED and run:
+            placement = _placement(run)
+            started.add(run.pk)
+        entries.append(Entry(event.at, event.kind, event.get_kind_display(), event.reason,
+                             placement))
+    for run in runs:
+        if run.pk not in started:
+            entries.append(Entry(run.started, "started", f"Started (run {run.number})",
+                                 placement=_placement(run)))
+        if not run.allocated:
+            continue
+        if run.protected_until > now and run.ended is None:
+            entries.append(Entry(run.protected_until, "protected", "Protected until",
+                                 "Its minimum runtime: no rebalancing may preempt it before.",
+                                 upcoming=True))
+        elif run.ended is None or run.ended > run.protected_until:
+            entries.append(Entry(run.protected_until, "preemptible", "Preemptible since",
+                                 "Past its minimum runtime: rebalancing may preempt it."))
+    if not any(e.kind == Event.Kind.SUBMITTED for e in entries):
+        entries.append(Entry(workload.submitted, "submitted", "Submitted"))
+    if workload.finished and not any(e.kind in _FINAL for e in entries):
+        entries.append(
+            Entry(workload.finished, workload.state.lower(), workload.get_state_display())
+        )
+    entries.sort(key=lambda e: e.at)
+    return entries
+
+
+_FINAL = {Event.Kind.COMPLETED, Event.Kind.FAILED, Event.Kind.CANCELLED, Event.Kind.PREEMPTED}
+
+
+# Hosts
+
+
+def _require_fleet_reader(user):
+    if not can_view_fleet(user):
+        raise PermissionDenied("You have no role in this organisation.")
+
+
+@login_required
+def cluster_hosts(request, cluster=None):
+    """Hosts of one cluster with their state and who holds their GPUs; htmx polls the table."""
+    _require_fleet_reader(request.user)
+    clusters = Cluster.objects.with_gpu_count().order_by("name")  # GROUP BY drops Meta.ordering
+    cluster = get_object_or_404(clusters, name=cluster) if cluster else clusters.first()
+    hosts = list(cluster.hosts.all()) if cluster else []
+    holders = _holders(RunGPU.objects.filter(host__cluster=cluster, held=True))
+    for host in hosts:
+        host.holders = holders.get(host.pk, [])
+        host.busy = sum(len(h.indices) for h in host.holders)
+    context = {
+        "cluster": cluster,
+        "clusters": clusters,
+        "hosts": hosts,
+        "repairs": services.repair_summary(cluster) if cluster else None,
+        "can_operate": can_operate(request.user),
+    }
+    template = "scheduler/_host_rows.html" if request.htmx else "scheduler/cluster_hosts.html"
+    return render(request, template, context)
+
+
+class Holder:
+    def __init__(self, run):
+        self.run, self.workload, self.indices = run, run.workload, []
+
+
+def _holders(gpus):
+    """{host pk: [Holder(run, workload, GPU indices)]} for GPUs held right now."""
+    gpus = gpus.select_related("run__workload__budget", "run__workload__owner").order_by(
+        "host", "index"
+    )
+    by_host = defaultdict(dict)
+    for gpu in gpus:
+        holder = by_host[gpu.host_id].setdefault(gpu.run_id, Holder(gpu.run))
+        holder.indices.append(gpu.index)
+    return {host: list(runs.values()) for host, runs in by_host.items()}
+
+
+def _host_page(request, host, drain_form=None, status=200):
+    context = {
+        "host": host,
+        "holders": _holders(host.assigned_gpus.filter(held=True)).get(host.pk, []),
+        "history": host.events.select_related("by")[:200],
+        "can_operate": can_operate(request.user),
+        "drain_form": drain_form or DrainForm(),
+    }
+    return render(request, "scheduler/host_detail.html", context, status=status)
+
+
+@login_required
+def host_detail(request, pk):
+    _require_fleet_reader(request.user)
+    return _host_page(request, get_object_or_404(Host.objects.select_related("cluster"), pk=pk))
+
+
+def _host_action(request, pk, act, done, form=None):
+    """Operators only; the service does the work; its refusal becomes a message (or a form
+    error, 422, when it is about the drain reason)."""
+    if not can_operate(request.user):
+        raise PermissionDenied("Only operators drain, repair and return hosts.")
+    host = get_object_or_404(Host.objects.select_related("cluster"), pk=pk)
+    if form is not None and not form.is_valid():
+        return _host_page(request, host, form, status=UNPROCESSABLE)
+    try:
+        act(request.user, host, **(form.cleaned_data if form else {}))
+    except services.ServiceError as error:
+        if form is not None and error.field in form.fields:
+            form.add_error(error.field, error.message)
+            return _host_page(request, host, form, status=UNPROCESSABLE)
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"{host.name}: {done}.")
+    return redirect("scheduler:host", pk=host.pk)
+
+
+@login_required
+@require_POST
+def host_drain(request, pk):
+    return _host_action(request, pk, services.drain, "draining", DrainForm(request.POST))
+
+
+@login_required
+@require_POST
+def host_return(request, pk):
+    return _host_action(request, pk, services.return_to_service, "back in service")
+
+
+@login_required
+@require_POST
+def host_repair(request, pk):
+    return _host_action(request, pk, services.repair, "marked repaired")
+

@@ -1,0 +1,216 @@
+"""Properties of a pass over random clusters, trees, pending and running work."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.engine import (
+    BudgetTree,
+    ClusterState,
+    Host,
+    HostState,
+    Params,
+    Placement,
+    Preempt,
+    Run,
+    Start,
+    Stop,
+    Workload,
+    schedule,
+)
+
+NOW = 100_000.0
+
+
+@st.composite
+def scenarios(draw):
+    n_hosts = draw(st.integers(1, 6))
+    sizes = draw(st.sampled_from([[8], [4], [2, 4, 8]]))
+    states = [HostState.AVAILABLE] * 4 + [HostState.DRAINING, HostState.DOWN]
+    host_list = [
+        Host(
+            f"h{i}",
+            draw(st.sampled_from(sizes)),
+            group=f"g{draw(st.integers(0, 2))}",
+            state=draw(st.sampled_from(states)),
+        )
+        for i in range(n_hosts)
+    ]
+    shares = {}
+    for p in range(draw(st.integers(1, 3))):
+        shares[f"p{p}"] = draw(st.integers(0, 5))
+        for leaf in range(draw(st.integers(1, 3))):
+            shares[f"p{p}/l{leaf}"] = draw(st.integers(0, 5))
+    tree = BudgetTree.from_shares(shares)
+    leaves = tree.leaves
+    capacity = draw(st.sampled_from([0.0, 1e5, 1e6]))
+    usage = {leaf: draw(st.sampled_from([0.0, 1e4, 1e5, 5e5, 2e6])) for leaf in leaves}
+
+    def workload(i, max_gpus):
+        return Workload(
+            id=f"w{i}",
+            budget=draw(st.sampled_from(leaves)),
+            gpus=draw(st.integers(1, max_gpus)),
+            min_runtime=draw(st.sampled_from([0.0, 600.0, 3600.0])),
+            resumable=draw(st.booleans()),
+            submitted=draw(st.floats(0, NOW)),
+            duration=draw(st.one_of(st.none(), st.floats(1, 10_000))),
+        )
+
+    running, i = [], 0
+    for h in host_list:
+        if h.state not in (HostState.AVAILABLE, HostState.DRAINING):
+            continue
+        free = list(range(h.gpus))
+        while free and draw(st.booleans()):
+            w = workload(i, len(free))
+            i += 1
+            idx, free = tuple(free[: w.gpus]), free[w.gpus :]
+            started = NOW - draw(st.sampled_from([0.0, 100.0, 5000.0]))
+            signalled = draw(st.sampled_from([None, None, NOW - 50.0, NOW - 400.0]))
+            running.append(
+                Run(w, started, Placement(((h.name, idx),)), started + w.min_runtime, signalled)
+            )
+    biggest = 2 * max(h.gpus for h in host_list)
+    pending = [workload(1000 + j, biggest) for j in range(draw(st.integers(0, 12)))]
+    state = ClusterState(NOW, host_list, running, pending, usage=usage, capacity=capacity)
+    params = Params(
+        policy=draw(st.sampled_from(["fairshare", "fairshare", "fifo", "quota"])),
+        hysteresis=draw(st.sampled_from([0.0, 0.1])),
+    )
+    return state, tree, params
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(scenarios())
+def test_no_gpu_is_assigned_twice_nor_beyond_a_host(case):
+    state, tree, params = case
+    result = schedule(state, tree, params)
+    stopped = {id(d.run) for d in result.of(Stop)}
+    size = {h.name: h.gpus for h in state.hosts}
+    held = [pair for r in state.running if id(r) not in stopped for pair in r.placement.pairs()]
+    held += [pair for d in result.of(Start) for pair in d.placement.pairs()]
+    assert len(held) == len(set(held))
+    assert all(0 <= index < size[host] for host, index in held)
+
+
+@SETTINGS
+@given(scenarios())
+def test_starts_only_on_available_hosts_with_the_gpus_asked(case):
+    state, tree, params = case
+    available = {h.name for h in state.hosts if h.state == HostState.AVAILABLE}
+    for d in schedule(state, tree, params).of(Start):
+        assert set(d.placement.hosts) <= available
+        assert d.placement.gpus == d.workload.gpus
+
+
+@SETTINGS
+@given(scenarios())
+def test_rebalancing_never_preempts_a_protected_run(case):
+    state, tree, params = case
+    for d in schedule(state, tree, params).of(Preempt):
+        if d.for_workload_id is not None:
+            assert d.run.workload.min_runtime == 0 or state.now >= d.run.protected_until
+
+
+@SETTINGS
+@given(scenarios())
+def test_rebalancing_never_preempts_a_budget_within_its_entitlement(case):
+    state, tree, params = case
+    for d in schedule(state, tree, params).of(Preempt):
+        victim = d.run.workload
+        if d.for_workload_id is None or victim.min_runtime == 0:
+            continue
+        entitlement = tree.fraction(victim.budget) * state.capacity
+        used = state.usage.get(victim.budget, 0.0)
+        if entitlement > 0:
+            assert used / entitlement > 1 + params.hysteresis
+        else:  # no entitlement at all: only a budget without shares, or one that used time
+            assert tree.fraction(victim.budget) == 0 or used > 0
+
+
+@SETTINGS
+@given(scenarios())
+def test_only_fair_share_preempts_for_rebalancing(case):
+    state, tree, params = case
+    rebalancing = [d for d in schedule(state, tree, params).of(Preempt) if d.for_workload_id]
+    assert params.policy == "fairshare" or rebalancing == []
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_signalled_run_is_never_signalled_again(case):
+    state, tree, params = case
+    for d in schedule(state, tree, params).of(Preempt):
+        assert d.run.signalled_at is None
+
+
+@SETTINGS
+@given(scenarios())
+def test_every_pending_workload_either_starts_or_has_a_reason(case):
+    state, tree, params = case
+    result = schedule(state, tree, params)
+    began = {d.workload.id for d in result.of(Start)}
+    for w in state.pending:
+        assert (w.id in began) != bool(result.waiting.get(w.id))
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_pass_leaves_its_input_state_untouched(case):
+    state, tree, params = case
+    before = [(r.signalled_at, r.placement, r.protected_until) for r in state.running]
+    pending = list(state.pending)
+    schedule(state, tree, params)
+    assert [(r.signalled_at, r.placement, r.protected_until) for r in state.running] == before
+    assert state.pending == pending
+
+
+def _summary(result):
+    out = []
+    for d in result.decisions:
+        target = getattr(d, "workload", None) or getattr(d, "run", None) or d.host
+        name = getattr(target, "id", None) or getattr(getattr(target, "workload", None), "id", None)
+        out.append((type(d).__name__, name or target.name, getattr(d, "placement", None)))
+    return out, result.waiting
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
+    """Drive several passes like a driver would (start, signal, stop, finish, host changes);
+    with a memo each pass must decide what a pass without one decides."""
+    from scheduler.engine import EngineMemo, Hold, HostDrained
+
+    state, tree, params = case
+    memo = EngineMemo()
+    running, pending = list(state.running), list(state.pending)
+    for step in range(5):
+        now = state.now + 200.0 * step
+        fresh = ClusterState(
+            now, state.hosts, list(running), list(pending), state.usage, state.capacity
+        )
+        again = ClusterState(
+            now, state.hosts, list(running), list(pending), state.usage, state.capacity, memo=memo
+        )
+        expected = schedule(fresh, tree, params)
+        assert _summary(schedule(again, tree, params)) == _summary(expected)
+        for d in expected.decisions:
+            if isinstance(d, Start):
+                running.append(Run(d.workload, now, d.placement, now + d.workload.min_runtime))
+                pending.remove(d.workload)
+            elif isinstance(d, Preempt):
+                d.run.signalled_at = now
+            elif isinstance(d, Stop):
+                running.remove(d.run)
+            elif isinstance(d, (Hold, HostDrained)):
+                pass
+        if running and rng.random() < 0.5:
+            running.remove(rng.choice(running))  # a run completes
+        if rng.random() < 0.3:
+            host = rng.choice(state.hosts)
+            host.state = rng.choice([HostState.AVAILABLE, HostState.DRAINING])

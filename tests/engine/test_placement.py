@@ -1,0 +1,74 @@
+"""Placement: best-fit on one host, whole hosts within one network group, real indices."""
+
+from __future__ import annotations
+
+from engine_builders import hosts, job, run
+
+from scheduler.engine import Floor, HostState, Placement, place
+
+
+def floor_with(host_list, *runs):
+    return Floor(host_list, runs)
+
+
+def test_small_workload_goes_to_the_tightest_host_that_fits():
+    busy = run(job("x", gpus=5), "h1", range(5))  # h1 has 3 free, h0 all 8
+    p = place(2, floor_with(hosts(2), busy))
+    assert p.hosts == ("h1",)
+
+
+def test_placement_uses_real_free_indices():
+    busy = run(job("x", gpus=3), "h0", [0, 2, 4])
+    p = place(2, floor_with(hosts(1), busy))
+    assert p == Placement((("h0", (1, 3)),))
+
+
+def test_single_host_workload_is_never_split_across_hosts():
+    a = run(job("x", gpus=4), "h0", range(4))
+    b = run(job("y", gpus=4), "h1", range(4))
+    assert place(6, floor_with(hosts(2), a, b)) is None
+
+
+def test_large_workload_takes_whole_hosts_of_one_network_group():
+    # groups: h0, h2 in g0; h1, h3 in g1. One GPU used on h2 leaves only g1 whole.
+    busy = run(job("x"), "h2", [0])
+    p = place(16, floor_with(hosts(4, groups=2), busy))
+    assert p.hosts == ("h1", "h3")
+    assert p.gpus == 16
+
+
+def test_large_workload_prefers_the_group_it_fills_exactly():
+    # g0 has 3 whole hosts (h0, h2, h4), g1 has 2 (h1, h3): 16 GPUs best fit g1
+    p = place(16, floor_with(hosts(5, groups=2)))
+    assert p.hosts == ("h1", "h3")
+
+
+def test_large_workload_spans_groups_when_no_group_suffices():
+    p = place(16, floor_with(hosts(2, groups=2)))
+    assert set(p.hosts) == {"h0", "h1"}
+
+
+def test_large_workload_does_not_use_partly_busy_hosts():
+    busy = run(job("x"), "h1", [7])
+    assert place(16, floor_with(hosts(2), busy)) is None
+
+
+def test_remainder_of_a_large_workload_uses_lowest_indices_of_its_last_host():
+    p = place(12, floor_with(hosts(2)))
+    assert p == Placement((("h0", tuple(range(8))), ("h1", (0, 1, 2, 3))))
+
+
+def test_hosts_that_are_not_available_take_no_placements():
+    host_list = hosts(3)
+    host_list[0].state = HostState.DRAINING
+    host_list[1].state = HostState.DOWN
+    p = place(1, floor_with(host_list))
+    assert p.hosts == ("h2",)
+
+
+def test_held_host_only_takes_work_that_ends_before_the_reservation():
+    f = floor_with(hosts(1))
+    f.hold("h0", until=1000.0)
+    assert place(1, f) is None
+    assert place(1, f, ends=2000.0) is None
+    assert place(1, f, ends=900.0).hosts == ("h0",)

@@ -1,0 +1,287 @@
+"""Who may be preempted, and which set is chosen."""
+
+from __future__ import annotations
+
+from engine_builders import HOUR, hosts, job, one_pass, preempted, run, state, tree
+
+NOW = 10 * HOUR
+ONE_HOST = hosts(1)
+CAPACITY = 1000.0  # GPU-s; entitlements below are fractions of it
+
+
+def usage(**ratios):
+    """Leaf usage giving each leaf (a__a1 -> "a/a1") the ratio asked, for halves-of-halves
+    trees where every leaf below has fraction 0.5 (one leaf per program) or 0.25."""
+    return {k.replace("__", "/"): v for k, v in ratios.items()}
+
+
+def past(w, host, idx):
+    """A run started long ago: past its protection."""
+    return run(w, host, idx, started=0.0)
+
+
+TWO = tree(a=1, b=1, a__a1=1, b__b1=1)  # a/a1 and b/b1 each hold 50%: entitlement 500
+
+
+def test_unallocated_runs_are_preempted_before_allocated_ones():
+    free = past(job("free", "b/b1", gpus=4, min_runtime=0), "h0", range(4))
+    paid = past(job("paid", "b/b1", gpus=4), "h0", range(4, 8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [free, paid],
+        [job("req", "a/a1", gpus=4)],
+        usage={"b/b1": 900.0, "a/a1": 200.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO)) == ["free"]
+
+
+def test_preemption_reason_names_both_branches_and_their_ratios():
+    # a/a1: 200/500 = 40%; b/b1: 900/500 = 180%; they diverge at the programs a and b
+    paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [paid],
+        [job("req", "a/a1", gpus=8)],
+        usage={"b/b1": 900.0, "a/a1": 200.0},
+        capacity=CAPACITY,
+    )
+    [decision] = one_pass(st, TWO).decisions
+    assert decision.reason == (
+        "preempted to make room for a/a1/req: b at 180% of entitlement, a at 40%"
+    )
+    assert decision.for_workload_id == "req"
+
+
+NESTED = tree(a=1, b=1, a__a1=1, a__a2=1, b__b1=1)  # a1, a2: 250 each; b1: 500
+
+
+def test_ratios_compared_where_branches_diverge_inside_a_program():
+    # a1 at 10% (25/250), a2 at 200% (500/250); program a at 525/500 = 105% is not over,
+    # but a1 and a2 diverge at the project level, where a2 is over its entitlement
+    victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "a/a1", gpus=8)],
+        usage={"a/a1": 25.0, "a/a2": 500.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, NESTED)) == ["v"]
+
+
+def test_over_used_leaf_is_safe_when_its_program_is_within_hysteresis_at_divergence():
+    # requester b/b1 at 0%; victim a/a2 at 200% but programs diverge: a at 105% <= 110%
+    victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "b/b1", gpus=8)],
+        usage={"a/a1": 25.0, "a/a2": 500.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, NESTED)) == []
+
+
+def test_zero_hysteresis_lets_a_branch_just_over_entitlement_be_preempted():
+    victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "b/b1", gpus=8)],
+        usage={"a/a1": 25.0, "a/a2": 500.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, NESTED, hysteresis=0.0)) == ["v"]
+
+
+def test_protected_run_is_never_preempted_for_rebalancing():
+    young = run(job("young", "b/b1", gpus=8, min_runtime=HOUR), "h0", range(8), started=NOW - 60)
+    st = state(
+        NOW,
+        ONE_HOST,
+        [young],
+        [job("req", "a/a1", gpus=8)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    result = one_pass(st, TWO)
+    assert preempted(result) == []
+
+
+def test_budget_within_entitlement_is_never_preempted():
+    # b/b1 at 90% ranks below a/a1 at 10%, but is within its entitlement
+    victim = past(job("v", "b/b1", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "a/a1", gpus=8)],
+        usage={"b/b1": 450.0, "a/a1": 50.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO)) == []
+
+
+def test_leaf_within_entitlement_is_safe_even_when_its_program_is_over():
+    # b at (775 + 125) / 500 = 180%, but its leaf b2 is at 125/250 = 50%
+    t = tree(a=1, b=1, a__a1=1, b__b1=1, b__b2=1)
+    victim = past(job("v", "b/b2", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "a/a1", gpus=8)],
+        usage={"b/b1": 775.0, "b/b2": 125.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, t)) == []
+
+
+def test_run_of_a_higher_ranked_branch_is_never_preempted():
+    # requester b/b1 at 200%, victim a/a1 at 150%: a ranks above b
+    victim = past(job("v", "a/a1", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "b/b1", gpus=8)],
+        usage={"a/a1": 750.0, "b/b1": 1000.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO)) == []
+
+
+def test_victim_set_frees_the_fewest_gpus():
+    guard = run(job("guard", "b/b1", gpus=2), "h0", [0, 1], started=NOW)  # protected
+    four = past(job("four", "b/b1", gpus=4), "h0", [2, 3, 4, 5])
+    two = past(job("two", "b/b1", gpus=2), "h0", [6, 7])
+    st = state(
+        NOW,
+        ONE_HOST,
+        [guard, four, two],
+        [job("req", "a/a1", gpus=2)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO)) == ["two"]
+
+
+def test_resumable_victim_is_preferred_at_equal_cost():
+    keeps = past(job("keeps", "b/b1", gpus=4, resumable=False), "h0", range(4))
+    resumes = past(job("resumes", "b/b1", gpus=4, resumable=True), "h0", range(4, 8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [keeps, resumes],
+        [job("req", "a/a1", gpus=4)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO)) == ["resumes"]
+
+
+def test_most_over_used_victim_is_preferred_at_equal_cost():
+    # three programs of 1/3 each (entitlement 333.3): b at 300%, c at 150%
+    t = tree(a=1, b=1, c=1, a__a1=1, b__b1=1, c__c1=1)
+    b = past(job("b-run", "b/b1", gpus=4), "h0", range(4))
+    c = past(job("c-run", "c/c1", gpus=4), "h0", range(4, 8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [b, c],
+        [job("req", "a/a1", gpus=4)],
+        usage={"b/b1": 1000.0, "c/c1": 500.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, t)) == ["b-run"]
+
+
+def test_unallocated_workload_never_preempts():
+    free = past(job("free", "b/b1", gpus=8, min_runtime=0), "h0", range(8))
+    st = state(
+        NOW, ONE_HOST, [free], [job("req", "a/a1", gpus=8, min_runtime=0)], capacity=CAPACITY
+    )
+    assert preempted(one_pass(st, TWO)) == []
+
+
+def test_requester_waiting_on_signalled_gpus_triggers_no_further_preemption():
+    leaving = run(job("leaving", "b/b1", gpus=4), "h0", range(4), signalled_at=NOW - 10)
+    other = past(job("other", "b/b1", gpus=4), "h0", range(4, 8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [leaving, other],
+        [job("req", "a/a1", gpus=4)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    result = one_pass(st, TWO)
+    assert preempted(result) == []
+    assert "being released" in result.waiting["req"]
+
+
+def test_second_requester_does_not_reuse_gpus_claimed_by_the_first():
+    leaving = run(job("leaving", "b/b1", gpus=4), "h0", range(4), signalled_at=NOW - 10)
+    other = past(job("other", "b/b1", gpus=4), "h0", range(4, 8))
+    first = job("first", "a/a1", gpus=4, submitted=1)
+    second = job("second", "a/a1", gpus=4, submitted=2)
+    st = state(
+        NOW, ONE_HOST, [leaving, other], [first, second], usage={"b/b1": 900.0}, capacity=CAPACITY
+    )
+    result = one_pass(st, TWO)
+    assert preempted(result) == ["other"]
+    assert "being released" in result.waiting["first"]
+    assert "preempting 1 run" in result.waiting["second"]
+
+
+def test_waiting_reason_says_nothing_may_be_preempted_and_gives_the_ratio():
+    young = run(job("young", "b/b1", gpus=8), "h0", range(8), started=NOW - 60)
+    st = state(
+        NOW,
+        ONE_HOST,
+        [young],
+        [job("req", "a/a1", gpus=8)],
+        usage={"a/a1": 100.0, "b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    why = one_pass(st, TWO).waiting["req"]
+    assert why.startswith("needs 8 GPUs, 0 free; no run it may preempt (a/a1 at 20%")
+
+
+def test_large_requester_empties_whole_hosts_of_one_group():
+    # four hosts, groups g0 = h0 h2, g1 = h1 h3; h1 holds a protected run, so only g0 can be
+    # emptied for a 16-GPU requester
+    host_list = hosts(4, groups=2)
+    runs = [past(job(f"v{i}", "b/b1", gpus=8), f"h{i}", range(8)) for i in (0, 2, 3)]
+    runs.append(run(job("young", "b/b1", gpus=8), "h1", range(8), started=NOW - 60))
+    st = state(
+        NOW,
+        host_list,
+        runs,
+        [job("req", "a/a1", gpus=16)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    assert sorted(preempted(one_pass(st, TWO))) == ["v0", "v2"]
+
+
+def test_deeper_tree_compares_researchers_under_one_project():
+    # a/p/alice and a/p/bob split project a/p (1 of 1 under a, a 1 of 2): 25% each = 250;
+    # bob at 200% and alice at 0% diverge under a/p
+    t = tree(a=1, b=1, a__p=1, a__p__alice=1, a__p__bob=1, b__b1=1)
+    victim = past(job("v", "a/p/bob", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        ONE_HOST,
+        [victim],
+        [job("req", "a/p/alice", gpus=8)],
+        usage={"a/p/bob": 500.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, t)) == ["v"]

@@ -1,0 +1,307 @@
+"""One scheduling pass: order, starts, grace, drain, reservation, policies, reasons, events."""
+
+from __future__ import annotations
+
+from engine_builders import (
+    HOUR,
+    hosts,
+    job,
+    one_pass,
+    preempted,
+    run,
+    started,
+    state,
+    tree,
+)
+
+from scheduler.engine import (
+    Hold,
+    HostDrained,
+    HostState,
+    Params,
+    Preempt,
+    Run,
+    Start,
+    Stop,
+    next_event,
+    schedule,
+)
+
+NOW = 10 * HOUR
+CAPACITY = 1000.0
+TWO = tree(a=1, b=1, a__a1=1, b__b1=1)  # each leaf 50%: entitlement 500 GPU-s
+
+
+def past(w, host, idx):
+    return run(w, host, idx, started=0.0)
+
+
+# -- starting work ---------------------------------------------------------------------------
+
+
+def test_higher_ranked_budget_starts_first_when_only_one_fits():
+    st = state(
+        NOW,
+        hosts(1),
+        [],
+        [job("a-job", "a/a1", gpus=8), job("b-job", "b/b1", gpus=8)],
+        usage={"a/a1": 400.0, "b/b1": 100.0},
+        capacity=CAPACITY,
+    )
+    result = one_pass(st, TWO)
+    assert list(started(result)) == ["b-job"]
+    assert result.order == ["b-job", "a-job"]
+
+
+def test_start_reason_names_the_budget_and_its_ratio():
+    st = state(NOW, hosts(1), [], [job("j", "b/b1")], usage={"b/b1": 100.0}, capacity=CAPACITY)
+    [start] = one_pass(st, TWO).decisions
+    assert start.reason == "started on h0: b/b1 at 20% of entitlement"
+
+
+def test_unallocated_work_uses_idle_gpus_after_allocated_work():
+    pending = [
+        job("free", "a/a1", gpus=4, min_runtime=0, submitted=0),
+        job("paid", "b/b1", gpus=6, submitted=5),
+    ]
+    result = one_pass(state(NOW, hosts(1), [], pending), TWO)
+    assert list(started(result)) == ["paid"]
+    assert "unallocated" in result.waiting["free"]
+
+
+def test_no_start_on_hosts_that_are_not_available():
+    host_list = hosts(2)
+    host_list[0].state = HostState.REPAIRING
+    host_list[1].state = HostState.DRAINING
+    result = one_pass(state(NOW, host_list, [], [job("j")]), TWO)
+    assert started(result) == {}
+    assert "needs 1 GPUs, 0 free" in result.waiting["j"]
+
+
+def test_every_pending_workload_that_does_not_start_has_a_reason():
+    pending = [job(f"j{i}", "a/a1" if i % 2 else "b/b1", gpus=4, submitted=i) for i in range(7)]
+    result = one_pass(state(NOW, hosts(1), [], pending), TWO)
+    ids = {w.id for w in pending}
+    assert set(result.waiting) == ids - set(started(result))
+    assert all(result.waiting.values())
+
+
+# -- grace: Preempt, then Stop ------------------------------------------------------------------
+
+
+def test_preempted_run_is_stopped_and_requeued_once_grace_is_over():
+    leaving = run(job("r", "b/b1", resumable=True), "h0", [0], signalled_at=NOW - 300)
+    [stop] = one_pass(state(NOW, hosts(1), [leaving], []), TWO, grace=300).decisions
+    assert isinstance(stop, Stop)
+    assert stop.requeue is True
+    assert stop.end_reason == "preempted"
+
+
+def test_non_resumable_run_ends_preempted_without_requeue():
+    leaving = run(job("r", "b/b1", resumable=False), "h0", [0], signalled_at=NOW - 300)
+    [stop] = one_pass(state(NOW, hosts(1), [leaving], []), TWO, grace=300).decisions
+    assert stop.requeue is False
+    assert "PREEMPTED" in stop.reason
+
+
+def test_signalled_run_keeps_its_gpus_during_grace():
+    leaving = run(job("r", "b/b1", gpus=8), "h0", range(8), signalled_at=NOW - 100)
+    result = one_pass(state(NOW, hosts(1), [leaving], [job("j", "a/a1")]), TWO, grace=300)
+    assert result.decisions == [] or not result.of(Start)
+    assert not result.of(Stop)
+
+
+def test_gpus_freed_by_a_stop_are_used_in_the_same_pass_after_it():
+    leaving = run(job("r", "b/b1", gpus=8), "h0", range(8), signalled_at=NOW - 300)
+    result = one_pass(state(NOW, hosts(1), [leaving], [job("j", "a/a1", gpus=8)]), TWO)
+    kinds = [type(d) for d in result.decisions]
+    assert kinds == [Stop, Start]
+
+
+def test_signalled_run_is_never_preempted_again():
+    host_list = hosts(1)
+    host_list[0].state = HostState.DRAINING
+    leaving = run(job("r", "b/b1", min_runtime=0), "h0", [0], signalled_at=NOW - 10)
+    assert one_pass(state(NOW, host_list, [leaving], []), TWO).decisions == []
+
+
+# -- drain ----------------------------------------------------------------------------------------
+
+
+def draining_host():
+    host_list = hosts(2)
+    host_list[0].state = HostState.DRAINING
+    return host_list
+
+
+def test_drain_signals_unallocated_and_preemptible_runs_at_once():
+    free = run(job("free", min_runtime=0), "h0", [0], started=NOW - 10)
+    old = run(job("old", min_runtime=HOUR), "h0", [1], started=NOW - 2 * HOUR)
+    young = run(job("young", min_runtime=HOUR), "h0", [2], started=NOW - 60)
+    result = one_pass(state(NOW, draining_host(), [free, old, young], []), TWO)
+    assert sorted(preempted(result)) == ["free", "old"]
+    assert all("draining" in d.reason for d in result.of(Preempt))
+
+
+def test_drain_signals_protected_run_when_its_protection_expires():
+    young = run(job("young", min_runtime=HOUR), "h0", [2], started=NOW - HOUR)
+    assert preempted(one_pass(state(NOW, draining_host(), [young], []), TWO)) == ["young"]
+
+
+def test_stop_of_a_run_on_a_draining_host_ends_as_drained():
+    leaving = run(job("r"), "h0", [0], signalled_at=NOW - 300)
+    result = one_pass(state(NOW, draining_host(), [leaving], []), TWO)
+    assert result.of(Stop)[0].end_reason == "drained"
+
+
+def test_empty_draining_host_is_reported_drained():
+    result = one_pass(state(NOW, draining_host(), [], []), TWO)
+    [drained] = result.of(HostDrained)
+    assert drained.host.name == "h0"
+
+
+def test_draining_host_with_a_protected_run_is_not_drained_yet():
+    young = run(job("young", min_runtime=HOUR), "h0", [0], started=NOW - 60)
+    assert one_pass(state(NOW, draining_host(), [young], []), TWO).of(HostDrained) == []
+
+
+# -- reservation and backfill -------------------------------------------------------------------
+
+
+def reserved_cluster(*pending):
+    """Two 8-GPU hosts, one leaf: h0 has 4 GPUs busy until NOW+100, h1 all 8 until NOW+1000.
+    All runs protected (same leaf: no preemption possible)."""
+    a = run(job("a", gpus=4, duration=100 + NOW, min_runtime=HOUR), "h0", range(4), started=0)
+    b = run(job("b", gpus=8, duration=1000 + NOW, min_runtime=HOUR), "h1", range(8), started=0)
+    a.protected_until = b.protected_until = NOW + HOUR
+    return state(NOW, hosts(2), [a, b], list(pending))
+
+
+def test_blocked_large_workload_holds_the_hosts_that_free_soonest():
+    big = job("big", gpus=16, submitted=0)
+    result = one_pass(reserved_cluster(big), TWO)
+    [hold] = result.of(Hold)
+    assert hold.hosts == ("h0", "h1")
+    assert hold.until == NOW + 1000
+
+
+def test_held_hosts_take_no_work_that_would_outlast_the_reservation():
+    big = job("big", gpus=16, submitted=0)
+    long_small = job("long", gpus=1, submitted=1, duration=5000)
+    result = one_pass(reserved_cluster(big, long_small), TWO)
+    assert started(result) == {}
+    assert "held for a/a1/big" in result.waiting["long"]
+
+
+def test_short_work_backfills_held_hosts():
+    big = job("big", gpus=16, submitted=0)
+    short = job("short", gpus=1, submitted=1, duration=500)
+    result = one_pass(reserved_cluster(big, short), TWO)
+    assert list(started(result)) == ["short"]
+    assert "backfilled" in result.decisions[-1].reason
+
+
+def test_reservation_stops_small_jobs_from_starving_a_large_one():
+    """A stream of small jobs keeps arriving; the large job, submitted first, still starts."""
+    t = tree(a=1, a__a1=1)
+    host_list = hosts(2)
+    running: list[Run] = []
+    for i in range(16):  # every GPU busy, one freeing every 10 s
+        w = job(f"old{i}", gpus=1, duration=10.0 * (i + 1), min_runtime=HOUR)
+        running.append(run(w, f"h{i // 8}", [i % 8], started=0.0))
+    pending = [job("big", gpus=16, submitted=0.0, duration=1000.0)]
+    big_started = None
+    for step in range(1, 60):
+        now = 10.0 * step
+        running = [r for r in running if r.started + r.workload.duration > now]
+        pending.append(job(f"small{step}", gpus=1, submitted=now, duration=300.0))
+        result = schedule(state(now, host_list, running, pending), t, Params())
+        for d in result.of(Start):
+            running.append(Run(d.workload, now, d.placement, now + d.workload.min_runtime))
+            pending.remove(d.workload)
+            if d.workload.id == "big":
+                big_started = now
+    assert big_started == 160.0  # the last of the 16 old runs ends at 160 s
+
+
+# -- policies -----------------------------------------------------------------------------------
+
+
+def test_fifo_starts_in_submission_order_whatever_the_usage():
+    pending = [job("late", "b/b1", gpus=8, submitted=2), job("early", "a/a1", gpus=8, submitted=1)]
+    st = state(NOW, hosts(1), [], pending, usage={"a/a1": 900.0}, capacity=CAPACITY)
+    result = one_pass(st, TWO, policy="fifo")
+    assert list(started(result)) == ["early"]
+
+
+def test_fifo_never_preempts():
+    victim = past(job("v", "b/b1", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        hosts(1),
+        [victim],
+        [job("req", "a/a1", gpus=8)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO, policy="fifo")) == []
+
+
+def test_quota_caps_a_budget_at_its_fraction_of_the_cluster():
+    # 16 GPUs, each leaf 50%: quota 8 GPUs. a/a1 already runs 8.
+    mine = past(job("mine", "a/a1", gpus=8), "h0", range(8))
+    pending = [job("more", "a/a1", gpus=1, submitted=1), job("theirs", "b/b1", gpus=1, submitted=2)]
+    result = one_pass(state(NOW, hosts(2), [mine], pending), TWO, policy="quota")
+    assert list(started(result)) == ["theirs"]
+    assert result.waiting["more"] == "a/a1 at its quota: 8 of 8 GPUs in use, needs 1 more"
+
+
+def test_quota_never_preempts():
+    victim = past(job("v", "b/b1", gpus=8), "h0", range(8))
+    st = state(
+        NOW,
+        hosts(1),
+        [victim],
+        [job("req", "a/a1", gpus=4)],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
+    )
+    assert preempted(one_pass(st, TWO, policy="quota")) == []
+
+
+# -- next event -----------------------------------------------------------------------------------
+
+
+def test_next_event_is_the_end_of_a_grace_period():
+    leaving = run(job("r"), "h0", [0], signalled_at=NOW - 100)
+    assert next_event(state(NOW, hosts(1), [leaving], []), Params(grace=300)) == NOW + 200
+
+
+def test_next_event_is_a_protection_expiry_while_allocated_work_waits():
+    young = run(job("young", min_runtime=HOUR), "h0", range(1), started=NOW - 60)
+    st = state(NOW, hosts(1), [young], [job("waiting", gpus=8)])
+    assert next_event(st, Params()) == NOW - 60 + HOUR
+
+
+def test_no_next_event_when_nothing_waits_on_time():
+    young = run(job("young", min_runtime=HOUR), "h0", range(1), started=NOW - 60)
+    assert next_event(state(NOW, hosts(1), [young], []), Params()) is None
+
+
+def test_next_event_is_the_protection_expiry_of_a_run_on_a_draining_host():
+    young = run(job("young", min_runtime=HOUR), "h0", [0], started=NOW - 60)
+    assert next_event(state(NOW, draining_host(), [young], []), Params()) == NOW - 60 + HOUR
+
+
+def test_fifo_keeps_unallocated_work_without_known_end_off_held_hosts():
+    big = job("big", gpus=16, submitted=0)
+    free = job("free", gpus=1, min_runtime=0, submitted=1)
+    result = one_pass(reserved_cluster(big, free), TWO, policy="fifo")
+    assert started(result) == {}
+
+
+def test_fair_share_backfills_unallocated_work_the_holder_may_preempt():
+    big = job("big", gpus=16, submitted=0)
+    free = job("free", gpus=1, min_runtime=0, submitted=1)
+    result = one_pass(reserved_cluster(big, free), TWO)
+    assert list(started(result)) == ["free"]

@@ -1,0 +1,172 @@
+"""A week of history built by hand, for the review report and the dashboards.
+
+    org (organisation)             managers: ceo
+    ├── prog-a  70                  managers: pi
+    │   ├── proj-a1  50 -> 150 on Thu 6 March 12:00   managers: lead, members: researcher
+    │   └── proj-a2  50
+    └── prog-b  30 (-> 60 on 12 March, after the week)
+        └── proj-b1  100
+
+Cluster h100: 2 hosts x 5 GPUs. The week is Mon 3 March 2025 00:00 to Mon 10 March 00:00 UTC.
+Healthy GPUs (occupancy samples): 10, except Saturday 8 March (5: one host down).
+
+Capacity: 120 h x 10 + 24 h x 5 + 24 h x 10 = 1560 GPU-h.
+proj-a1: 0.35 for 84 h (840 GPU-h) then 0.7 x 150/200 = 0.525 for the rest (720 GPU-h):
+entitlement 294 + 378 = 672; proj-a2 294 + 0.175 x 720 = 420; prog-b, proj-b1 0.3 x 1560 = 468.
+
+Workloads (owner researcher):
+  W1 proj-a1 4 GPUs alloc: submitted Mon 08:00, started 08:30 (wait 30 min), completed 11:00.
+  W2 proj-a1 2 GPUs alloc 10 min (debug), resumable: submitted Wed 10:00, started 10:10;
+     signalled 12:00, preempted 12:05 (lost 2 x 5 min), requeued, started 13:05 (wait 60 min).
+  W3 proj-a2 8 GPUs alloc, not resumable: submitted Thu 00:00, started 02:00 (wait 120 min),
+     signalled 05:00, preempted 05:05 (lost 8 x 3 h 05).
+  W4 proj-b1 5 GPUs alloc: submitted Sun 20:00, never started, cancelled Mon 10 March 02:00.
+  W5 proj-b1 3 GPUs unallocated: ran Sun 2 March 22:00 to Mon 3 March 02:00 (2 h in the week).
+  W6 proj-a2 2 GPUs unallocated: ran Sun 9 March 22:00 to Mon 10 March 03:00 (2 h in the week).
+  W7 proj-b1 1 GPU alloc: submitted Sun 2 March 22:00, started Mon 01:00 (wait 180 min).
+Usage rollups (allocated GPU-h): proj-a1 10 (Mon 10:00) + 20 (Fri 10:00); proj-a2 4;
+proj-b1 5 (Sun 23:00), plus 10 the hour before the week and 10 the hour after it.
+"""
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+
+from budgets.models import Allocation, AllocationChange, BudgetNode
+from scheduler.models import (
+    Cluster,
+    Event,
+    Host,
+    OccupancySample,
+    Run,
+    UsageRollup,
+    Workload,
+)
+
+PERSONAS = ("ceo", "pi", "lead", "researcher", "outsider", "operator")
+WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
+WEEK_END = WEEK_START + timedelta(days=7)
+CHANGE_AT = datetime(2025, 3, 6, 12, tzinfo=UTC)
+
+
+def at(day, hour=0, minute=0, month=3):
+    return datetime(2025, month, day, hour, minute, tzinfo=UTC)
+
+
+@pytest.fixture
+def history(db, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    users = {name: User.objects.create_user(name, password="x") for name in PERSONAS}
+    operators = Group.objects.create(name="Operators")
+    operators.permissions.add(Permission.objects.get(codename="operate_fleet"))
+    users["operator"].groups.add(operators)
+
+    cluster = Cluster.objects.create(name="h100", gpu_type="H100", created=at(1, month=1))
+    for index in range(2):
+        Host.objects.create(cluster=cluster, name=f"h100-{index}", gpus=5)
+
+    def node(parent, slug, kind, managers=(), members=()):
+        created = BudgetNode.objects.create(
+            parent=parent, slug=slug, name=slug.replace("-", " ").title(), kind=kind
+        )
+        created.managers.add(*(users[u] for u in managers))
+        created.members.add(*(users[u] for u in members))
+        return created
+
+    root = node(None, "org", "organisation", managers=["ceo"])
+    prog_a = node(root, "prog-a", "program", managers=["pi"])
+    proj_a1 = node(prog_a, "proj-a1", "project", ["lead"], ["researcher"])
+    proj_a2 = node(prog_a, "proj-a2", "project")
+    prog_b = node(root, "prog-b", "program")
+    proj_b1 = node(prog_b, "proj-b1", "project")
+
+    def change(budget, old, new, when):
+        AllocationChange.objects.create(
+            node=budget, cluster=cluster, changed_by=users["ceo"], changed_by_name="ceo",
+            at=when, old_shares=old, new_shares=new, reason="test history",
+        )
+
+    for budget, shares in [(prog_a, 70), (proj_a1, 50), (proj_a2, 50), (prog_b, 30),
+                           (proj_b1, 100)]:
+        change(budget, None, shares, at(1, month=2))
+    change(proj_a1, 50, 150, CHANGE_AT)
+    change(prog_b, 30, 60, at(12))
+    for budget, shares in [(prog_a, 70), (proj_a1, 150), (proj_a2, 50), (prog_b, 60),
+                           (proj_b1, 100)]:
+        Allocation.objects.create(node=budget, cluster=cluster, shares=shares)
+
+    for when, available in [(at(2, 23), 10), (at(8), 5), (at(9), 10)]:
+        OccupancySample.objects.create(
+            cluster=cluster, at=when, total=10, available=available, allocated=0,
+            unallocated=0, pending_workloads=0, pending_gpus=0,
+        )
+
+    for budget, hour, gpu_hours in [
+        (proj_a1, at(3, 10), 10), (proj_a1, at(7, 10), 20), (proj_a2, at(4), 4),
+        (proj_b1, at(9, 23), 5), (proj_b1, at(2, 23), 10), (proj_b1, at(10), 10),
+    ]:
+        UsageRollup.objects.create(cluster=cluster, budget=budget, hour=hour,
+                                   gpu_seconds=gpu_hours * 3600)
+
+    def workload(name, budget, gpus, min_runtime, submitted, *, resumable=False, state="COMPLETED",
+                 finished=None):
+        w = Workload.objects.create(
+            name=name, owner=users["researcher"], budget=budget, cluster=cluster, gpus=gpus,
+            min_runtime=min_runtime, resumable=resumable, command="train.sh",
+            submitted=submitted, state=state, finished=finished,
+        )
+        Event.objects.create(workload=w, at=submitted, kind="submitted")
+        return w
+
+    def run(w, number, started, ended, reason, signalled=None):
+        r = Run.objects.create(
+            workload=w, number=number, allocated=w.min_runtime > 0, gpus=w.gpus,
+            started=started, protected_until=started + timedelta(seconds=w.min_runtime),
+            signalled_at=signalled, ended=ended, end_reason=reason, accounted_until=ended,
+        )
+        Event.objects.create(workload=w, run=r, at=started, kind="started")
+        return r
+
+    w1 = workload("w1", proj_a1, 4, 3600, at(3, 8), finished=at(3, 11))
+    run(w1, 1, at(3, 8, 30), at(3, 11), "completed")
+    Event.objects.create(workload=w1, at=at(3, 11), kind="completed")
+
+    w2 = workload("w2", proj_a1, 2, 600, at(5, 10), resumable=True, finished=at(5, 14))
+    run(w2, 1, at(5, 10, 10), at(5, 12, 5), "preempted", signalled=at(5, 12))
+    Event.objects.create(workload=w2, at=at(5, 12), kind="signalled")
+    Event.objects.create(workload=w2, at=at(5, 12, 5), kind="requeued")
+    run(w2, 2, at(5, 13, 5), at(5, 14), "completed")
+    Event.objects.create(workload=w2, at=at(5, 14), kind="completed")
+
+    w3 = workload("w3", proj_a2, 8, 7200, at(6), state="PREEMPTED", finished=at(6, 5, 5))
+    run(w3, 1, at(6, 2), at(6, 5, 5), "preempted", signalled=at(6, 5))
+    Event.objects.create(workload=w3, at=at(6, 5, 5), kind="preempted")
+
+    w4 = workload("w4", proj_b1, 5, 3600, at(9, 20), state="CANCELLED", finished=at(10, 2))
+    Event.objects.create(workload=w4, at=at(10, 2), kind="cancelled")
+
+    w5 = workload("w5", proj_b1, 3, 0, at(2, 20), finished=at(3, 2))
+    run(w5, 1, at(2, 22), at(3, 2), "completed")
+
+    w6 = workload("w6", proj_a2, 2, 0, at(9, 21), finished=at(10, 3))
+    run(w6, 1, at(9, 22), at(10, 3), "completed")
+
+    w7 = workload("w7", proj_b1, 1, 3600, at(2, 22), finished=at(3, 4))
+    run(w7, 1, at(3, 1), at(3, 4), "completed")
+
+    clients = {}
+
+    def client_for(persona):
+        if persona not in clients:
+            client = Client()
+            client.force_login(users[persona])
+            clients[persona] = client
+        return clients[persona]
+
+    return SimpleNamespace(
+        users=users, cluster=cluster, root=root, prog_a=prog_a, proj_a1=proj_a1,
+        proj_a2=proj_a2, prog_b=prog_b, proj_b1=proj_b1, client_for=client_for,
+    )

@@ -1,0 +1,154 @@
+"""Tests against a live local Slurm cluster (``scripts/slurm-cluster start``).
+
+They are marked ``slurm`` and skipped unless ``TIMESHARE_SLURM_CONF`` points at the
+``slurm.conf`` of a running cluster (``eval "$(scripts/slurm-cluster env)"``); with
+``TIMESHARE_REQUIRE_SLURM=1`` (CI) a skipped Slurm test is a failure. The cluster is shared:
+every test starts and ends with no job in the partition and every node resumed.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_loop_setup import lab  # noqa: F401
+
+HERE = Path(__file__).resolve().parent
+INTEGRATION = HERE.parent / "integration"
+REQUIRE = "TIMESHARE_REQUIRE_SLURM"
+PARTITION = os.environ.get("TIMESHARE_SLURM_PARTITION", "timeshare")
+
+# The integration tests' helpers: polling.wait_for and the real Celery worker fixture.
+if str(INTEGRATION) not in sys.path:
+    sys.path.insert(0, str(INTEGRATION))
+_spec = importlib.util.spec_from_file_location("integration_worker", INTEGRATION / "conftest.py")
+_worker = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_worker)
+celery_worker = _worker.celery_worker
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slurm: needs a live Slurm cluster (TIMESHARE_SLURM_CONF)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With TIMESHARE_REQUIRE_SLURM=1 (CI) a skipped Slurm test is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("slurm") and os.environ.get(REQUIRE) == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"Slurm test skipped but {REQUIRE}=1: {reason}"
+
+
+def slurm(*args, check=True, input=None) -> str:
+    """Run a Slurm command against the test cluster; its stdout."""
+    env = dict(os.environ, SLURM_CONF=os.environ["TIMESHARE_SLURM_CONF"])
+    done = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=30,
+                          input=input)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def jobs() -> list[dict]:
+    data = json.loads(slurm("squeue", "--json"))
+    return [j for j in data["jobs"] if j.get("partition") == PARTITION]
+
+
+def job(job_id) -> dict | None:
+    return next((j for j in jobs() if str(j["job_id"]) == str(job_id)), None)
+
+
+def nodes() -> dict[str, dict]:
+    data = json.loads(slurm("sinfo", "--json"))
+    return {n["name"]: n for n in data["nodes"]}
+
+
+ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
+
+
+def reset_slurm():
+    """No active job in the partition, every node up and undrained."""
+    live = [str(j["job_id"]) for j in jobs() if j["job_state"] in ACTIVE]
+    if live:
+        slurm("scancel", *live, check=False)
+    deadline = time.monotonic() + 60
+    while any(j["job_state"] in ACTIVE for j in jobs()):
+        if time.monotonic() > deadline:
+            raise AssertionError("Slurm jobs did not go away within 60 s")
+        time.sleep(0.2)
+    for name, node in nodes().items():
+        flags = set(node.get("state_flags") or []) | {str(node.get("state", "")).upper()}
+        if flags & {"DRAIN", "DOWN", "DRAINED"}:
+            slurm("scontrol", "update", f"NodeName={name}", "State=RESUME", check=False)
+    deadline = time.monotonic() + 60
+    while True:
+        bad = [n for n, node in nodes().items()
+               if node.get("state_flags") or str(node.get("state")) != "idle"]
+        if not bad:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Slurm nodes not idle within 60 s: {bad}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def slurm_conf():
+    conf = os.environ.get("TIMESHARE_SLURM_CONF")
+    if not conf:
+        pytest.skip("no live Slurm: set TIMESHARE_SLURM_CONF (scripts/slurm-cluster start; "
+                    'eval "$(scripts/slurm-cluster env)")')
+    if not Path(conf).is_file():
+        pytest.skip(f"TIMESHARE_SLURM_CONF={conf} does not exist")
+    try:
+        slurm("sinfo", "-h")
+    except (AssertionError, OSError, subprocess.TimeoutExpired) as error:
+        pytest.skip(f"Slurm at {conf} does not answer: {error}")
+    return conf
+
+
+@pytest.fixture
+def clean_slurm(slurm_conf):
+    reset_slurm()
+    yield slurm_conf
+    reset_slurm()
+
+
+@pytest.fixture
+def slurm_lab(lab, clean_slurm, tmp_path):
+    """The lab (tests/test_loop_setup.py) on the live Slurm: its hosts are Slurm's nodes
+    n1..n4 (8 GPUs each), synced with ``manage.py slurm_sync``; grace 3 s, repairs after 1 s.
+    ``use_hosts(slurm_lab, "n1", ...)`` keeps only some of them in Timeshare."""
+    from django.core.management import call_command
+
+    from scheduler.models import Host
+
+    cluster = lab.cluster
+    Host.objects.filter(cluster=cluster).delete()
+    cluster.backend = "slurm"
+    cluster.grace = 3
+    cluster.backend_config = {
+        "slurm_conf": clean_slurm, "partition": PARTITION, "repair_seconds": 1,
+        "output_dir": str(tmp_path / "slurm-out"), "launch_timeout": 30,
+        "job_prefix": f"ts-test-{os.getpid()}",
+    }
+    cluster.save()
+    call_command("slurm_sync", cluster.name, stdout=open(os.devnull, "w"))  # noqa: SIM115
+    cluster.refresh_from_db()
+    lab.cluster = cluster
+    lab.hosts = list(Host.objects.filter(cluster=cluster).order_by("name"))
+    return lab
+
+
+def use_hosts(lab, *names):
+    from scheduler.models import Host
+
+    Host.objects.filter(cluster=lab.cluster).exclude(name__in=names).delete()
+    lab.hosts = list(Host.objects.filter(cluster=lab.cluster).order_by("name"))
+    return lab

@@ -1,0 +1,162 @@
+"""Dashboards: the pyramid now and over the last week, the cluster charts and their htmx
+fragments, against a hand-built recent history."""
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from budgets.models import BudgetNode
+from reports import metrics
+from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
+
+pytest_plugins = ["tests.fixtures_reports"]
+
+
+@pytest.fixture
+def recent(history):
+    """168 hourly samples up to this hour: 10 of 10 GPUs healthy (4 allocated, 2 unallocated)
+    except the last 24 hours, 5 healthy (3 allocated, 1 unallocated). proj-a1 waited 1 h with
+    2 GPUs and was charged 6 GPU-h: attainment 6 / min(entitlement, 8) = 75%."""
+    now = timezone.now()
+    base = now.replace(minute=0, second=0, microsecond=0)
+    OccupancySample.objects.bulk_create(
+        OccupancySample(
+            cluster=history.cluster, at=base - timedelta(hours=k), total=10,
+            available=5 if k < 24 else 10, allocated=3 if k < 24 else 4,
+            unallocated=1 if k < 24 else 2, pending_workloads=0, pending_gpus=0,
+        )
+        for k in range(168)
+    )
+    w = Workload.objects.create(
+        name="recent", owner=history.users["researcher"], budget=history.proj_a1,
+        cluster=history.cluster, gpus=2, min_runtime=3600, command="x",
+        submitted=now - timedelta(hours=5), state="RUNNING",
+    )
+    started = now - timedelta(hours=4)
+    Run.objects.create(workload=w, number=1, allocated=True, gpus=2, started=started,
+                       protected_until=started + timedelta(hours=1), accounted_until=now)
+    Event.objects.create(workload=w, at=started, kind="started")
+    UsageRollup.objects.create(cluster=history.cluster, budget=history.proj_a1,
+                               hour=base - timedelta(hours=3), gpu_seconds=6 * 3600)
+    history.now = now
+    return history
+
+
+def figure(body, figure_id):
+    match = re.search(rf'<script id="{figure_id}" type="application/json">(.*?)</script>',
+                      body, re.S)
+    assert match, f"no figure {figure_id}"
+    return json.loads(match.group(1))
+
+
+def test_pyramid_now_and_last_week(recent):
+    tree = metrics.Tree()
+    now, _ = metrics.latest_pyramid(recent.cluster, tree)
+    assert now.availability == pytest.approx(0.5)
+    assert now.occupancy_allocated == pytest.approx(3 / 5)
+    assert now.occupancy_unallocated == pytest.approx(1 / 5)
+    assert now.impact == pytest.approx(0.75)
+    assert now.utilization is None
+    end = timezone.now()
+    week = metrics.pyramid(recent.cluster, end - timedelta(days=7), end, tree)
+    healthy = 144 * 10 + 24 * 5
+    assert week.availability == pytest.approx(healthy / 1680)
+    assert week.occupancy_allocated == pytest.approx((144 * 4 + 24 * 3) / healthy)
+    assert week.occupancy_unallocated == pytest.approx((144 * 2 + 24 * 1) / healthy)
+    assert week.impact == pytest.approx(0.75)
+
+
+def test_dashboards_page(recent):
+    body = recent.client_for("ceo").get(reverse("reports:dashboards")).content.decode()
+    assert "not reported by this fleet" in body
+    assert "plotly/plotly.min.js" in body
+    trend = figure(body, "trend-h100")
+    assert [t["name"] for t in trend["data"]] == [
+        "Availability", "Occupancy: allocated", "Occupancy: unallocated", "Impact",
+    ]
+    availability = trend["data"][0]["y"]
+    assert len(availability) == 14
+    assert availability[-1] == pytest.approx(50)  # today: one host down
+    assert availability[-8] == pytest.approx(100)
+
+
+def test_range_selector_answers_a_fragment(recent):
+    client = recent.client_for("ceo")
+    url = reverse("reports:cluster", args=["h100"])
+    page = client.get(url).content.decode()
+    assert 'hx-get="/reports/dashboards/h100/"' in page and "<html" in page
+    fragment = client.get(url, {"range": "day"}, HTTP_HX_REQUEST="true",
+                          HTTP_HX_TARGET="charts").content.decode()
+    assert "<html" not in fragment
+    occupancy = figure(fragment, "fig-occupancy")
+    names = [t["name"] for t in occupancy["data"]]
+    assert names == ["Allocated", "Unallocated", "Idle", "Unavailable"]
+    assert occupancy["data"][0]["y"] == [3] * 24
+    assert occupancy["data"][2]["y"] == [1] * 24  # idle: 5 healthy - 3 - 1
+    assert occupancy["data"][3]["y"] == [5] * 24
+    week = figure(client.get(url, {"range": "week"}, HTTP_HX_REQUEST="true").content.decode(),
+                  "fig-occupancy")
+    assert len(week["data"][0]["y"]) in (7, 8)  # daily buckets, today included
+
+
+def test_budget_drill_down(recent):
+    client = recent.client_for("ceo")
+    url = reverse("reports:cluster", args=["h100"])
+    top = client.get(url, {"range": "week"}).content.decode()
+    names = {t["name"] for t in figure(top, "fig-budgets")["data"]}
+    assert names == {"Prog A delivered", "Prog A entitlement", "Prog B delivered",
+                     "Prog B entitlement"}
+    card = client.get(url, {"range": "week", "node": recent.prog_a.pk}, HTTP_HX_REQUEST="true",
+                      HTTP_HX_TARGET="budget-card").content.decode()
+    assert "fig-occupancy" not in card
+    series = {t["name"]: t["y"] for t in figure(card, "fig-budgets")["data"]}
+    assert sum(series["Proj A1 delivered"]) == pytest.approx(6)
+    assert sum(series["Proj A2 delivered"]) == 0
+    # entitlement: 52.5% of the healthy GPU-h of the week so far
+    assert sum(series["Proj A1 entitlement"]) > sum(series["Proj A2 entitlement"])
+
+
+def test_queue_and_fleet_figures(recent):
+    fragment = recent.client_for("pi").get(
+        reverse("reports:cluster", args=["h100"]), {"range": "day"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    waits = figure(fragment, "fig-waits")
+    assert waits["data"][0]["x"] == ["debug (0)", "small (1)", "large (0)", "unallocated (0)"]
+    assert waits["data"][0]["y"][1] == pytest.approx(60)  # minutes
+    assert "none ended" in fragment
+
+
+def test_query_counts_do_not_grow_with_the_tree(recent):
+    client = recent.client_for("ceo")
+    pages = {
+        reverse("reports:review", args=["h100"]) + "?period=week&date=2025-03-05": 18,
+        reverse("reports:review_csv", args=["h100"]) + "?period=week&date=2025-03-05": 16,
+        reverse("reports:dashboards"): 32,  # per cluster: two budget reports and a trend
+        reverse("reports:cluster", args=["h100"]): 27,
+        reverse("reports:cluster", args=["h100"]) + "?range=day": 27,
+    }
+
+    def counts():
+        seen = {}
+        for url in pages:
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(url).status_code == 200
+            seen[url] = len(queries)
+        return seen
+
+    before = counts()
+    assert before == pages
+    # more budgets and workloads, same number of queries
+    for index in range(5):
+        leaf = BudgetNode.objects.create(parent=recent.prog_b, slug=f"extra-{index}",
+                                         name=f"Extra {index}", kind="project")
+        Workload.objects.create(name="x", owner=recent.users["ceo"], budget=leaf,
+                                cluster=recent.cluster, gpus=1, min_runtime=60, command="x",
+                                submitted=recent.now - timedelta(hours=2))
+    assert counts() == before
