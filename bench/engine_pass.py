@@ -101,8 +101,9 @@ def main() -> None:
         import cProfile
         import pstats
 
-        cProfile.runctx("schedule(state, tree, params)", globals(), locals(), "/tmp/engine.prof")
-        pstats.Stats("/tmp/engine.prof").sort_stats("cumulative").print_stats(25)
+        profile = cProfile.Profile()
+        profile.runcall(schedule, state, tree, params)
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
         return
     schedule(state, tree, params)  # warm up
     times = []

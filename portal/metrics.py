@@ -17,6 +17,7 @@ import hmac
 import os
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 
 from django.core.cache import cache
 from django.db.models import Count, Max
@@ -40,6 +41,7 @@ from scheduler.permissions import can_operate
 WAIT_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 86400)
 WAIT_CLASSES = ("debug", "small", "large", "unallocated")
 TICK_KEY = "timeshare:metrics:tick:{}"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def record_tick(cluster_id: int, seconds: float) -> None:
@@ -198,7 +200,7 @@ class TimeshareCollector:
         for cluster in clusters:
             host_gpus = max((h.gpus for h in cluster.hosts.all()), default=8)
             waits: dict[str, list[float]] = defaultdict(list)
-            for stay in queue_stays(cluster, cluster.created, now):
+            for stay in queue_stays(cluster, EPOCH, now):
                 if stay.started and stay.closed is not None:
                     waits[stay.kind(host_gpus)].append(
                         (stay.closed - stay.opened).total_seconds()

@@ -11,8 +11,10 @@ capacity, so nobody looks under-served by a future that has not happened.
   from 12:00 exactly. A node's shares and fraction are weighted by the time each was in force.
   Fractions always come from ``scheduler.engine.fractions`` (the 35% rule). The tree's shape is
   today's: a budget moved to another parent is reported under its new parent for past periods.
-* Capacity: GPUs on healthy hosts, the step function of ``OccupancySample.available`` (each
-  sample holds until the next). Before a cluster's first sample, its hosts' GPU count.
+* Capacity: GPU-seconds of healthy hosts, from the hourly ``CapacityRollup`` rows the live
+  loop charges (the capacity its fair share uses; no rollup, no capacity). An hour cut by a
+  share change or the start of a window is split exactly with the occupancy samples (the
+  healthy GPUs in force at each moment of the hour); the two pieces add up to the rollup.
 * Entitlement GPU-h = integral over the period of fraction(t) x healthy GPUs(t).
 * Delivered GPU-h = allocated GPU-seconds charged to the budget's subtree, from the hourly
   ``UsageRollup``: exact to the clock hour (an hour counts when it starts inside the period).
@@ -40,19 +42,21 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Case, Count, Max, OuterRef, Q, Subquery, Sum, When
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from budgets.models import AllocationChange, BudgetNode
+from budgets.models import Allocation, AllocationChange, BudgetNode
 from budgets.services import depth_first, shares_by_path
-from scheduler.engine import fractions
+from reports.sql import Epoch, moment
+from scheduler.engine import BudgetTree, Standing, fractions
 from scheduler.models import (
+    CapacityRollup,
     Event,
     Host,
     HostEvent,
@@ -179,52 +183,106 @@ def _fractions(tree: Tree, shares: dict[int, int]) -> dict[int, float]:
 
 
 class Capacity:
-    """Healthy GPUs as a step function of time, with its integral."""
+    """Healthy GPU-seconds of one cluster over time, from the hourly ``CapacityRollup`` rows the
+    live loop charges (the very capacity its fair share uses).
 
-    def __init__(self, steps: list[tuple[datetime, float]], end: datetime):
-        self.times = [t for t, _ in steps] + [end]
-        self.gpus = [g for _, g in steps]
+    ``F(t)``, the GPU-seconds from the start of the loaded stretch up to ``t``, is a prefix
+    sum over whole hours plus, inside the hour ``t`` falls in, the part of that hour before
+    ``t``. That part is exact when the hour was announced as a cut at load time (a share
+    change, a window start): the occupancy samples give the healthy GPUs in force at each
+    moment of the hour (the last sample before the hour, then each sample until the next),
+    and the rest of the hour's rollup is after the cut, so the two pieces add up to the
+    rollup. An hour not announced is split in proportion to time. The end of the stretch
+    takes its whole last hour (that rollup is only charged up to the last tick anyway).
+    """
+
+    def __init__(self, hours: dict[float, float], begin: float, end: float,
+                 cut_hours: dict[float, tuple[float | None, list[tuple[float, float]]]]):
+        self.begin, self.end = begin, end
+        self.hours = hours
+        self.starts = sorted(hours)
         self.cumulative = [0.0]
-        for i, gpus in enumerate(self.gpus):
-            span = seconds(self.times[i], self.times[i + 1])
-            self.cumulative.append(self.cumulative[-1] + gpus * span)
+        for hour in self.starts:
+            self.cumulative.append(self.cumulative[-1] + hours[hour])
+        self.cut_hours = cut_hours
 
     @classmethod
-    def load(cls, cluster, start: datetime, end: datetime) -> Capacity:
-        """From the occupancy samples; before the first one ever, the hosts' GPU count from the
-        cluster's creation on."""
+    def load(cls, cluster, start: datetime, end: datetime, cuts=()) -> Capacity:
+        """Rollups of the hours overlapping ``[start, end)`` (nothing before the cluster
+        existed); ``cuts``: moments inside where figures will be split."""
         begin = max(start, cluster.created)
         if end <= begin:
-            return cls([], begin)
-        samples = list(
-            OccupancySample.objects.filter(cluster=cluster, at__gte=begin, at__lt=end)
-            .order_by("at")
-            .values_list("at", "available")
+            return cls({}, begin.timestamp(), begin.timestamp(), {})
+        first = begin.timestamp() // HOUR * HOUR
+        hours = dict(
+            CapacityRollup.objects.filter(cluster=cluster, hour__gte=moment(first), hour__lt=end)
+            .values_list(Epoch("hour"), "gpu_seconds")
         )
-        before = (
-            OccupancySample.objects.filter(cluster=cluster, at__lt=begin)
-            .order_by("-at")
-            .values_list("available", flat=True)
-            .first()
-        )
-        steps: list[tuple[datetime, float]] = []
-        if before is not None:
-            steps.append((begin, float(before)))
-        elif not samples or samples[0][0] > begin:
-            steps.append((begin, float(cluster.gpu_count)))
-        steps.extend((at, float(available)) for at, available in samples)
-        return cls(steps, end)
+        wanted = sorted({
+            t // HOUR * HOUR
+            for t in (begin.timestamp(), *(c.timestamp() for c in cuts))
+            if t % HOUR and begin.timestamp() <= t < end.timestamp() and t // HOUR * HOUR in hours
+        })
+        cut_hours: dict[float, tuple[float | None, list[tuple[float, float]]]] = {}
+        if wanted:
+            within = Q()
+            for hour in wanted:
+                within |= Q(at__gte=moment(hour), at__lt=moment(hour + HOUR))
+            inside: dict[float, list[tuple[float, float]]] = defaultdict(list)
+            for at, available in (
+                OccupancySample.objects.filter(within, cluster=cluster)
+                .order_by("at").values_list(Epoch("at"), "available")
+            ):
+                inside[at // HOUR * HOUR].append((at, float(available)))
+            # the healthy GPUs in force as each cut hour begins: the last sample before it
+            before = {
+                hour: value
+                for hour, value in CapacityRollup.objects.filter(
+                    cluster=cluster, hour__in=[moment(h) for h in wanted]
+                ).annotate(
+                    before=Subquery(
+                        OccupancySample.objects.filter(cluster=cluster, at__lt=OuterRef("hour"))
+                        .order_by("-at").values("available")[:1]
+                    )
+                ).values_list(Epoch("hour"), "before")
+            }
+            for hour in wanted:
+                cut_hours[hour] = (before.get(hour), inside.get(hour, []))
+        return cls(hours, begin.timestamp(), end.timestamp(), cut_hours)
 
-    def _integral_to(self, t: datetime) -> float:
-        if not self.gpus or t <= self.times[0]:
+    def _head(self, hour: float, t: float) -> float:
+        """GPU-seconds of the hour starting at ``hour`` before ``t``."""
+        total = self.hours.get(hour, 0.0)
+        if t <= hour or not total:
             return 0.0
-        if t >= self.times[-1]:
+        known = self.cut_hours.get(hour)
+        if known is None or (known[0] is None and not known[1]):
+            return total * (t - hour) / HOUR
+        gpus, since, used = known[0], hour, 0.0
+        for at, available in known[1]:
+            if at >= t:
+                break
+            if gpus is not None:
+                used += gpus * (at - since)
+            gpus, since = available, at
+        if gpus is not None:
+            used += gpus * (t - since)
+        return min(total, used)
+
+    def _integral_to(self, t: float) -> float:
+        if t >= self.end:
             return self.cumulative[-1]
-        i = bisect.bisect_right(self.times, t) - 1
-        return self.cumulative[i] + self.gpus[i] * seconds(self.times[i], t)
+        i = bisect.bisect_left(self.starts, t // HOUR * HOUR)
+        whole = self.cumulative[i]
+        if i < len(self.starts) and self.starts[i] == t // HOUR * HOUR:
+            whole += self._head(self.starts[i], t)
+        return whole
 
     def gpu_seconds(self, a: datetime, b: datetime) -> float:
-        return max(0.0, self._integral_to(b) - self._integral_to(a))
+        a_s, b_s = max(a.timestamp(), self.begin), b.timestamp()
+        if b_s <= a_s:
+            return 0.0
+        return max(0.0, self._integral_to(b_s) - self._integral_to(a_s))
 
 
 def entitlement_seconds(
@@ -279,22 +337,29 @@ def delivered_by_bucket(cluster, start, end, kind: str) -> dict[tuple[int, datet
 
 @dataclass
 class Wait:
-    """A workload's stay in the queue: from submission or requeue to start or giving up."""
+    """A workload's stay in the queue: from submission or requeue to start or giving up.
+    Times are seconds since 1970 (thousands of stays per page: floats, not datetimes)."""
 
     budget_id: int
     gpus: int
     min_runtime: int
-    opened: datetime
-    closed: datetime | None  # None: still pending
+    opened: float
+    closed: float | None  # None: still pending
     started: bool
+    requeued: bool = False  # opened by a requeue (else by the submission)
 
     @property
     def allocated(self) -> bool:
         return self.min_runtime > 0
 
-    def pending_seconds(self, a: datetime, b: datetime) -> float:
-        end = min(b, self.closed) if self.closed else b
-        return max(0.0, seconds(max(a, self.opened), end))
+    @property
+    def wait(self) -> float:
+        return self.closed - self.opened
+
+    def pending_seconds(self, a: float, b: float) -> float:
+        end = b if self.closed is None or self.closed > b else self.closed
+        begin = a if a > self.opened else self.opened
+        return end - begin if end > begin else 0.0
 
     def kind(self, host_gpus: int) -> str:
         if not self.allocated:
@@ -304,7 +369,7 @@ class Wait:
         return "small" if self.gpus <= host_gpus else "large"
 
 
-OPENS = {Event.Kind.REQUEUED}
+# A stay in the queue ends at the first of these events after it began.
 CLOSES = {
     Event.Kind.STARTED: True,
     Event.Kind.CANCELLED: False,
@@ -314,41 +379,47 @@ CLOSES = {
 }
 
 
-def queue_stays(cluster, start: datetime, end: datetime) -> list[Wait]:
-    """Every queue stay overlapping [start, end) or starting in it, from the workloads' events.
-    A workload enters the queue at its submission and again at each requeue."""
+def queue_stays(cluster, start: datetime, end: datetime, allocated_only: bool = False
+                ) -> list[Wait]:
+    """Every queue stay overlapping [start, end) or starting in it. A workload enters the
+    queue at its submission and again at each requeue (which follows the end of a run); the
+    stay ends at the workload's next start, cancellation or end. The database pairs each
+    opening with its close (two queries, one row per stay)."""
     workloads = Workload.objects.filter(cluster=cluster, submitted__lt=end).filter(
         Q(finished__isnull=True) | Q(finished__gte=start)
     )
-    info = {
-        pk: (budget_id, gpus, min_runtime, submitted)
-        for pk, budget_id, gpus, min_runtime, submitted in workloads.values_list(
-            "pk", "budget_id", "gpus", "min_runtime", "submitted"
-        )
-    }
-    events = (
-        Event.objects.filter(
-            workload__in=workloads, at__lt=end, kind__in=[*OPENS, *CLOSES]
-        )
-        .order_by("workload_id", "at", "id")
-        .values_list("workload_id", "kind", "at")
+    if allocated_only:
+        workloads = workloads.filter(min_runtime__gt=0)
+
+    def closing(workload, after=False):
+        """The first closing event's time, positive when it is a start, negative otherwise
+        (one correlated subquery on the event's workload index instead of two)."""
+        events = Event.objects.filter(workload=workload, kind__in=list(CLOSES))
+        if after:
+            events = events.filter(Q(at__gt=OuterRef("at")) | Q(at=OuterRef("at"),
+                                                                 id__gt=OuterRef("id")))
+        signed = Case(When(kind=Event.Kind.STARTED, then=Epoch("at")), default=-Epoch("at"))
+        return Subquery(events.order_by("at", "id").values(signed=signed)[:1])
+
+    submissions = workloads.annotate(close=closing(OuterRef("pk"))).values_list(
+        "budget_id", "gpus", "min_runtime", Epoch("submitted"), "close"
     )
-    by_workload: dict[int, list[tuple[str, datetime]]] = defaultdict(list)
-    for workload_id, kind, at in events:
-        by_workload[workload_id].append((kind, at))
+    requeues = (
+        Event.objects.filter(workload__in=workloads, kind=Event.Kind.REQUEUED, at__lt=end)
+        .annotate(close=closing(OuterRef("workload_id"), after=True))
+        .values_list("workload__budget_id", "workload__gpus", "workload__min_runtime",
+                     Epoch("at"), "close")
+    )
+    first = start.timestamp()
     stays = []
-    for pk, (budget_id, gpus, min_runtime, submitted) in info.items():
-        opened: datetime | None = submitted
-        for kind, at in by_workload.get(pk, ()):
-            if kind in OPENS:
-                if opened is None:
-                    opened = at
-            elif opened is not None:
-                stays.append(Wait(budget_id, gpus, min_runtime, opened, at, CLOSES[kind]))
-                opened = None
-        if opened is not None:
-            stays.append(Wait(budget_id, gpus, min_runtime, opened, None, False))
-    return [s for s in stays if s.closed is None or s.closed >= start]
+    for rows, requeued in ((submissions, False), (requeues, True)):
+        for budget_id, gpus, min_runtime, opened, close in rows.order_by():
+            closed = None if close is None else abs(close)
+            if closed is not None and closed < first:
+                continue
+            stays.append(Wait(budget_id, gpus, min_runtime, opened, closed,
+                              close is not None and close > 0, requeued))
+    return stays
 
 
 @dataclass
@@ -374,12 +445,14 @@ def run_facts(cluster, start: datetime, end: datetime, now: datetime) -> RunFact
             | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=start, ended__lt=end)
         )
         .values_list(
-            "workload__budget_id", "allocated", "gpus", "started", "ended", "signalled_at",
-            "end_reason", "workload__resumable",
+            "workload__budget_id", "allocated", "gpus", Epoch("started"), Epoch("ended"),
+            Epoch("signalled_at"), "end_reason", "workload__resumable",
         )
+        .order_by()
     )
     facts = RunFacts()
     for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in runs:
+        started, ended, signalled_at = moment(started), moment(ended), moment(signalled_at)
         if not allocated:
             stop = min(until, ended) if ended else until
             held = max(0.0, seconds(max(start, started), stop))
@@ -452,7 +525,7 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
     until = period_until(start, end, now)
     tree = tree or Tree()
     segments = share_segments(cluster, tree, start, until)
-    capacity = Capacity.load(cluster, start, until)
+    capacity = Capacity.load(cluster, start, until, cuts=[seg.start for seg in segments])
     entitled, share_time, fraction_time = entitlement_seconds(segments, capacity, start, until)
     delivered = tree.subtree_sums(delivered_seconds(cluster, start, end))
     facts = run_facts(cluster, start, end, now)
@@ -461,12 +534,11 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
     lost = tree.subtree_sums(facts.lost_seconds)
     pending: dict[int, float] = defaultdict(float)
     waits: dict[int, list[float]] = defaultdict(list)
-    for stay in queue_stays(cluster, start, end):
-        if not stay.allocated:
-            continue
-        pending[stay.budget_id] += stay.gpus * stay.pending_seconds(start, until)
-        if stay.started and start <= stay.closed < end:
-            waits[stay.budget_id].append(seconds(stay.opened, stay.closed))
+    s0, s1, s_end = start.timestamp(), until.timestamp(), end.timestamp()
+    for stay in queue_stays(cluster, start, end, allocated_only=True):
+        pending[stay.budget_id] += stay.gpus * stay.pending_seconds(s0, s1)
+        if stay.started and s0 <= stay.closed < s_end:
+            waits[stay.budget_id].append(stay.wait)
     pending = tree.subtree_sums(pending)
     waits_sub = tree.subtree_lists(waits)
     span = seconds(start, until)
@@ -634,25 +706,28 @@ def pyramid_from_samples(total, available, allocated, unallocated, impact_value)
     )
 
 
-def pyramid(cluster, start: datetime, end: datetime, tree: Tree, now=None) -> Pyramid:
+def pyramid(cluster, start: datetime, end: datetime, tree: Tree, now=None,
+            report: Report | None = None) -> Pyramid:
     """Availability and occupancy as ratios of summed samples (time-weighted: ticks are even);
     impact from the budget report of the same stretch."""
     sums = OccupancySample.objects.filter(cluster=cluster, at__gte=start, at__lt=end).aggregate(
         total=Sum("total"), available=Sum("available"), allocated=Sum("allocated"),
         unallocated=Sum("unallocated"),
     )
-    report = budget_report(cluster, start, end, now=now, tree=tree)
+    report = report or budget_report(cluster, start, end, now=now, tree=tree)
     return pyramid_from_samples(
         sums["total"] or 0, sums["available"] or 0, sums["allocated"] or 0,
         sums["unallocated"] or 0, impact(report.rows),
     )
 
 
-def latest_pyramid(cluster, tree: Tree, now=None) -> tuple[Pyramid, datetime | None]:
-    """Now: the last sample's occupancy; impact over the cluster's fair-share window."""
+def latest_pyramid(cluster, tree: Tree, now=None, report: Report | None = None
+                   ) -> tuple[Pyramid, datetime | None]:
+    """Now: the last sample's occupancy; impact over the cluster's fair-share window
+    (``report``: the budget report of that window, when the caller has it already)."""
     now = now or timezone.now()
     last = OccupancySample.objects.filter(cluster=cluster, at__lte=now).order_by("-at").first()
-    report = budget_report(
+    report = report or budget_report(
         cluster, now - timedelta(seconds=cluster.window), now, now=now, tree=tree
     )
     if last is None:
@@ -670,7 +745,7 @@ def budget_series(cluster, tree: Tree, nodes: list[BudgetNode], start: datetime,
     step, kind = step_for(start, end)
     times = buckets(start, until, step)
     segments = share_segments(cluster, tree, start, until)
-    capacity = Capacity.load(cluster, start, until)
+    capacity = Capacity.load(cluster, start, until, cuts=[seg.start for seg in segments])
     raw = delivered_by_bucket(cluster, start, until, kind)
     per_bucket: dict[datetime, dict[int, float]] = defaultdict(dict)
     for (budget_id, bucket), total in raw.items():
@@ -684,6 +759,39 @@ def budget_series(cluster, tree: Tree, nodes: list[BudgetNode], start: datetime,
             series[node.pk]["delivered"].append(delivered.get(node.pk, 0.0) / HOUR)
             series[node.pk]["entitlement"].append(entitled.get(node.pk, 0.0) / HOUR)
     return {"times": times, "series": series}
+
+
+def _counts_by_bucket(queryset, field: str, kind: str) -> dict[datetime, int]:
+    """Rows per time bucket, counted by the database."""
+    return dict(
+        queryset.annotate(bucket=Trunc(field, kind)).order_by().values("bucket")
+        .annotate(n=Count("id")).values_list("bucket", "n")
+    )
+
+
+def window_standing(cluster, tree: Tree, now: datetime) -> Standing:
+    """Ratios and the Fair Tree order over the fair-share window ending ``now``, as the
+    scheduler computes them: today's shares, allocated usage from the hourly rollups and the
+    window's capacity. The hour the window starts in counts pro rata (the loop reads that
+    hour from the run records, a scan of every run; a few GPU-seconds of difference)."""
+    start = now - timedelta(seconds=cluster.window)
+    edge = moment((start.timestamp() // HOUR + 1) * HOUR)
+    share_in_window = (edge - start).total_seconds() / HOUR
+    usage: dict[str, float] = defaultdict(float)
+    for budget_id, hour, total in (
+        UsageRollup.objects.filter(cluster=cluster, hour__gte=edge - timedelta(hours=1),
+                                   hour__lte=now)
+        .annotate(first=Q(hour__lt=edge)).values("budget_id", "first")
+        .annotate(total=Sum("gpu_seconds")).values_list("budget_id", "first", "total")
+        .order_by()
+    ):
+        node = tree.by_pk.get(budget_id)
+        if node is not None:
+            usage[node.path] += total * (share_in_window if hour else 1.0)
+    allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
+    shares = shares_by_path(tree.nodes, allocations)
+    capacity = Capacity.load(cluster, start, now).gpu_seconds(start, now)
+    return Standing(BudgetTree(shares), dict(usage), capacity)
 
 
 def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None) -> dict:
@@ -704,32 +812,29 @@ def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None)
             top_of[node.pk] = top_of[parent.pk]
     waits: dict[str, list[float]] = defaultdict(list)
     pending: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(times))
+    edges = [t.timestamp() for t in times] + [until.timestamp()]
+    s0, s_end = start.timestamp(), end.timestamp()
+    requeues = [0] * len(times)
     for stay in queue_stays(cluster, start, end):
-        if stay.started and start <= stay.closed < end:
-            waits[stay.kind(host_gpus)].append(seconds(stay.opened, stay.closed))
+        if stay.requeued and s0 <= stay.opened < edges[-1]:
+            requeues[bisect.bisect_right(edges, stay.opened) - 1] += 1
+        if stay.started and s0 <= stay.closed < s_end:
+            waits[stay.kind(host_gpus)].append(stay.wait)
         if not stay.allocated:
             continue
         top = top_of.get(stay.budget_id)
         label = top.name if top else "?"
         # only the buckets the stay overlaps
-        first = max(0, bisect.bisect_right(times, stay.opened) - 1)
-        last = bisect.bisect_left(times, stay.closed or until)
+        first = max(0, bisect.bisect_right(edges, stay.opened) - 1)
+        last = bisect.bisect_left(edges, stay.closed if stay.closed is not None else edges[-1])
         for i in range(first, min(last, len(times))):
-            t = times[i]
-            b = min(t + step, until)
-            pending[label][i] += stay.gpus * stay.pending_seconds(t, b) / seconds(t, b)
+            a, b = edges[i], edges[i + 1]
+            pending[label][i] += stay.gpus * stay.pending_seconds(a, b) / (b - a)
     classes = ["debug", "small", "large", "unallocated"]
-    preempted = Counter(
-        bucket for bucket in Run.objects.filter(
-            workload__cluster=cluster, end_reason=Run.EndReason.PREEMPTED,
-            ended__gte=start, ended__lt=end,
-        ).annotate(bucket=Trunc("ended", kind)).values_list("bucket", flat=True)
-    )
-    requeued = Counter(
-        bucket for bucket in Event.objects.filter(
-            workload__cluster=cluster, kind=Event.Kind.REQUEUED, at__gte=start, at__lt=end,
-        ).annotate(bucket=Trunc("at", kind)).values_list("bucket", flat=True)
-    )
+    preempted = _counts_by_bucket(
+        Run.objects.filter(workload__cluster=cluster, end_reason=Run.EndReason.PREEMPTED,
+                           ended__gte=start, ended__lt=end), "ended", kind)
+
     return {
         "times": times,
         "classes": [
@@ -743,7 +848,7 @@ def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None)
         ],
         "pending": dict(sorted(pending.items())),
         "preemptions": [preempted.get(t, 0) for t in times],
-        "requeues": [requeued.get(t, 0) for t in times],
+        "requeues": requeues,
     }
 
 
@@ -795,11 +900,11 @@ def pyramid_trend(cluster, tree: Tree, now: datetime, days: int) -> dict:
     times = buckets(start, end, timedelta(days=1))
     occupancy = {p["at"]: p for p in occupancy_series(cluster, start, end, "day")}
     segments = share_segments(cluster, tree, start, until)
-    capacity = Capacity.load(cluster, start, until)
+    capacity = Capacity.load(cluster, start, until, cuts=[seg.start for seg in segments])
     delivered: dict[datetime, dict[int, float]] = defaultdict(dict)
     for (budget_id, bucket), total in delivered_by_bucket(cluster, start, end, "day").items():
         delivered[bucket][budget_id] = total
-    stays = [s for s in queue_stays(cluster, start, end) if s.allocated]
+    stays = queue_stays(cluster, start, end, allocated_only=True)
     leaves = [node.pk for node in tree.nodes if tree.is_leaf(node)]
     out: dict[str, list] = defaultdict(list)
     for t in times:
@@ -817,8 +922,9 @@ def pyramid_trend(cluster, tree: Tree, now: datetime, days: int) -> dict:
             continue
         entitled, _, fraction_time = entitlement_seconds(segments, capacity, t, b)
         pending: dict[int, float] = defaultdict(float)
+        t_s, b_s = t.timestamp(), b.timestamp()
         for stay in stays:
-            pending[stay.budget_id] += stay.gpus * stay.pending_seconds(t, b)
+            pending[stay.budget_id] += stay.gpus * stay.pending_seconds(t_s, b_s)
         used = delivered.get(t, {})
         span = seconds(t, b)
         out["impact"].append(weighted_impact(

@@ -8,14 +8,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
 
-from budgets.models import Allocation
-from budgets.services import shares_by_path
 from reports import charts, metrics
 from reports.forms import PeriodForm, RangeForm
 from reports.permissions import require_budget_rows, require_dashboards, visible_node_ids
-from scheduler.engine import BudgetTree, Standing, percent
+from scheduler.engine import percent
 from scheduler.models import Cluster
 
 
@@ -67,13 +66,25 @@ def review(request, cluster=None, pk=None, fmt="html"):
         "report": report,
         "top": top,
         "columns": [label for _, label in metrics.COLUMNS],
-        "lines": list(zip(rows, cells, strict=True)),
+        "lines": _lines(cluster, rows, cells, top, request.GET.urlencode()),
         "definitions": metrics.DEFINITIONS,
         "generated": timezone.now(),
         "query": request.GET.urlencode(),
     }
     template = "reports/_review_table.html" if request.htmx else "reports/review.html"
     return render(request, template, context)
+
+
+def _lines(cluster, rows, cells, top, query):
+    """Table rows for the template: the row, its per-budget link (none for the page's own
+    node), the budget and kind cells and the numeric cells."""
+    base = reverse("reports:node_review", args=[cluster.name, 0]).removesuffix("0/")
+    suffix = f"?{query}" if query else ""
+    return [
+        (row, None if top is not None and row.node == top else f"{base}{row.node.pk}/{suffix}",
+         cell[0], cell[1], cell[2:])
+        for row, cell in zip(rows, cells, strict=True)
+    ]
 
 
 def _csv(cluster, start, end, top, cells) -> HttpResponse:
@@ -99,8 +110,14 @@ def dashboards(request):
     tree = metrics.Tree()
     cards = []
     for cluster in Cluster.objects.with_gpu_count():
-        current, sampled_at = metrics.latest_pyramid(cluster, tree, now=now)
-        week = metrics.pyramid(cluster, now - timedelta(days=7), now, tree, now=now)
+        # one budget report when the fair-share window is the week (the default)
+        week_report = metrics.budget_report(cluster, now - timedelta(days=7), now, now=now,
+                                            tree=tree)
+        window_report = week_report if cluster.window == 7 * 86400 else None
+        current, sampled_at = metrics.latest_pyramid(cluster, tree, now=now,
+                                                     report=window_report)
+        week = metrics.pyramid(cluster, now - timedelta(days=7), now, tree, now=now,
+                               report=week_report)
         trend = metrics.pyramid_trend(cluster, tree, now, TREND_DAYS)
         cards.append({
             "cluster": cluster,
@@ -111,18 +128,6 @@ def dashboards(request):
             "figure_id": f"trend-{cluster.name}",
         })
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
-
-
-def _standing(cluster, tree, now) -> Standing:
-    """Ratios and Fair Tree order as the scheduler sees them now: current shares, allocated
-    usage over the window, capacity of the window."""
-    start = now - timedelta(seconds=cluster.window)
-    allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
-    shares = shares_by_path(tree.nodes, allocations)
-    used = metrics.delivered_seconds(cluster, start, now)
-    usage = {tree.by_pk[pk].path: value for pk, value in used.items() if pk in tree.by_pk}
-    capacity = metrics.Capacity.load(cluster, start, now).gpu_seconds(start, now)
-    return Standing(BudgetTree(shares), usage, capacity)
 
 
 def _budget_card(request, cluster, tree, start, end, now):
@@ -141,7 +146,7 @@ def _budget_card(request, cluster, tree, start, end, now):
     children = [child for child in tree.children.get(node.pk, []) if child.pk in visible]
     shown = children or [node]
     series = metrics.budget_series(cluster, tree, shown, start, end, now=now)
-    standing = _standing(cluster, tree, now)
+    standing = metrics.window_standing(cluster, tree, now)
     siblings = sorted(tree.children.get(node.pk, []),
                       key=lambda n: standing.position.get(n.path, 0))
     rank = {child.pk: index + 1 for index, child in enumerate(siblings)}
@@ -193,7 +198,8 @@ def cluster_dashboard(request, cluster):
         "occupancy_figure": charts.occupancy(metrics.occupancy_series(cluster, start, end, kind)),
         "queue": queue,
         "waits_figure": charts.waits(queue["classes"]),
-        "pending_figure": charts.pending(queue["times"], queue["pending"]),
+        "pending_figure": charts.pending(queue["times"], queue["pending"],
+                                         "Pending GPUs by program (allocated work)"),
         "preemptions_figure": charts.preemptions(
             queue["times"], queue["preemptions"], queue["requeues"]
         ),

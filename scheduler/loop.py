@@ -578,8 +578,9 @@ class _Tick:
                 self.after_commit.append(lambda r=run: self.fleet.stop(r))
             elif isinstance(d, Hold):
                 w = self._pending_row(d.workload.id)
-                key = "holding " + " ".join(d.hosts) + " "
-                if not (w.queue_reason or "").startswith(key):
+                # an event when the reservation starts or moves, not every tick
+                key = "holding " + " ".join(d.hosts) + " ("
+                if key not in (w.queue_reason or ""):
                     self._event(w, Event.Kind.HELD, d.reason)
             elif isinstance(d, HostDrained):
                 host = self.host_by_name[d.host.name]

@@ -8,7 +8,9 @@
         └── proj-b1  100
 
 Cluster h100: 2 hosts x 5 GPUs. The week is Mon 3 March 2025 00:00 to Mon 10 March 00:00 UTC.
-Healthy GPUs (occupancy samples): 10, except Saturday 8 March (5: one host down).
+Healthy GPUs (occupancy samples): 10, except Saturday 8 March (5: one host down); the hourly
+capacity rollups (what the reports integrate) say the same from the cluster's creation on
+1 January to the end of March, as the live loop would have charged them.
 
 Capacity: 120 h x 10 + 24 h x 5 + 24 h x 10 = 1560 GPU-h.
 proj-a1: 0.35 for 84 h (840 GPU-h) then 0.7 x 150/200 = 0.525 for the rest (720 GPU-h):
@@ -37,6 +39,7 @@ from django.test import Client
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
 from scheduler.models import (
+    CapacityRollup,
     Cluster,
     Event,
     Host,
@@ -54,6 +57,33 @@ CHANGE_AT = datetime(2025, 3, 6, 12, tzinfo=UTC)
 
 def at(day, hour=0, minute=0, month=3):
     return datetime(2025, month, day, hour, minute, tzinfo=UTC)
+
+
+def roll_up_capacity(cluster, start, end):
+    """CapacityRollup rows for the hours of [start, end) as the live loop charges them: each
+    occupancy sample's healthy GPUs until the next one; before the first, the hosts' GPUs."""
+    samples = list(cluster.samples.order_by("at").values_list("at", "available"))
+    gpus = cluster.gpu_count
+    steps = [(start, next((a for t, a in reversed(samples) if t <= start), gpus))]
+    steps += [(t, a) for t, a in samples if start < t < end]
+    rows = {}
+    for index, (t, available) in enumerate(steps):
+        until = steps[index + 1][0] if index + 1 < len(steps) else end
+        while t < until:
+            hour = t.replace(minute=0, second=0, microsecond=0)
+            stop = min(until, hour + timedelta(hours=1))
+            rows[hour] = rows.get(hour, 0.0) + available * (stop - t).total_seconds()
+            t = stop
+    CapacityRollup.objects.bulk_create(
+        CapacityRollup(cluster=cluster, hour=hour, gpu_seconds=value)
+        for hour, value in rows.items()
+    )
+
+
+@pytest.fixture
+def capacity_rollups():
+    """`capacity_rollups(cluster, start, end)`: see roll_up_capacity."""
+    return roll_up_capacity
 
 
 @pytest.fixture
@@ -103,6 +133,7 @@ def history(db, settings):
             cluster=cluster, at=when, total=10, available=available, allocated=0,
             unallocated=0, pending_workloads=0, pending_gpus=0,
         )
+    roll_up_capacity(cluster, cluster.created, at(1, month=4))
 
     for budget, hour, gpu_hours in [
         (proj_a1, at(3, 10), 10), (proj_a1, at(7, 10), 20), (proj_a2, at(4), 4),

@@ -86,6 +86,9 @@ def lab_fixture(db, settings):
     )
 
 
+lab = lab_fixture  # for conftests that import the fixture by its name (tests/slurm)
+
+
 def make_workload(lab, budget, *, gpus=1, min_runtime=3600, resumable=True, submitted=None,
                   owner=None, name=None, expected_duration=None, command="python train.py"):
     """A workload straight into the database (the services' checks are tested on their own)."""

@@ -19,7 +19,7 @@ pytest_plugins = ["tests.fixtures_reports"]
 
 
 @pytest.fixture
-def recent(history):
+def recent(history, capacity_rollups):
     """168 hourly samples up to this hour: 10 of 10 GPUs healthy (4 allocated, 2 unallocated)
     except the last 24 hours, 5 healthy (3 allocated, 1 unallocated). proj-a1 waited 1 h with
     2 GPUs and was charged 6 GPU-h: attainment 6 / min(entitlement, 8) = 75%."""
@@ -33,6 +33,7 @@ def recent(history):
         )
         for k in range(168)
     )
+    capacity_rollups(history.cluster, base - timedelta(hours=167), base)
     w = Workload.objects.create(
         name="recent", owner=history.users["researcher"], budget=history.proj_a1,
         cluster=history.cluster, gpus=2, min_runtime=3600, command="x",

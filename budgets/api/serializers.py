@@ -60,7 +60,9 @@ class AllocationSerializer(serializers.Serializer):
 
 
 class BudgetNodeSerializer(serializers.ModelSerializer):
-    parent = serializers.CharField(source="parent.path", default=None, read_only=True)
+    parent = serializers.CharField(
+        source="parent.path", default=None, allow_null=True, read_only=True
+    )
     managers = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
     children = serializers.SerializerMethodField()
     allocations = serializers.SerializerMethodField()
@@ -105,7 +107,9 @@ class ChangeRequestSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.path", read_only=True)
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     requested_by = serializers.CharField(source="requested_by.username", read_only=True)
-    decided_by = serializers.CharField(source="decided_by.username", default=None, read_only=True)
+    decided_by = serializers.CharField(
+        source="decided_by.username", default=None, allow_null=True, read_only=True
+    )
     can_decide = serializers.BooleanField(read_only=True)
     can_withdraw = serializers.BooleanField(read_only=True)
 

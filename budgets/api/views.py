@@ -1,6 +1,8 @@
 """The budget tree, change requests and usage over HTTP. Who may read or change what comes
 from budgets.permissions (the portal's rules), every change from budgets.services."""
 
+from datetime import date
+
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
@@ -24,6 +26,7 @@ from scheduler.models import Cluster
 from scheduler.status import current_standing, finite, sibling_ranks
 
 HOUR = 3600.0
+EARLIEST, LATEST = date(2000, 1, 1), date(2999, 12, 31)
 CLUSTER = OpenApiParameter(
     "cluster", str,
     description="Cluster name (default: the first cluster created, as in the portal).",
@@ -129,7 +132,8 @@ class BudgetViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
 
 
 REQUEST_FILTERS = [
-    OpenApiParameter("state", str, enum=ChangeRequest.State.values),
+    OpenApiParameter("state", str, enum=["", *ChangeRequest.State.values],
+                     description="Empty: any."),
     OpenApiParameter("cluster", str, description="Cluster name."),
     OpenApiParameter(
         "to_decide", bool, description="Only pending requests you may approve or reject."
@@ -172,8 +176,8 @@ class ChangeRequestViewSet(
             if not Cluster.objects.filter(name=name).exists():
                 raise ValidationError({"cluster": [f"No cluster named {name!r}."]})
             queryset = queryset.filter(cluster__name=name)
-        to_decide = params.get("to_decide", "").lower()
-        if to_decide not in ("", "true", "false", "1", "0"):
+        to_decide = params.get("to_decide", "false").lower()
+        if to_decide not in ("true", "false", "1", "0"):
             raise ValidationError({"to_decide": ["Must be true or false."]})
         if to_decide in ("true", "1"):
             decidable = ChangeRequest.objects.restrict(self.request.user, "decide")
@@ -272,8 +276,8 @@ class UsageView(APIView):
         summary="Usage per budget and period (the review report's figures)",
         parameters=[
             CLUSTER,
-            OpenApiParameter("period", str, enum=[value for value, _ in PERIODS],
-                             description="Default: month."),
+            OpenApiParameter("period", str, enum=["", *(value for value, _ in PERIODS)],
+                             description="Default (also when empty): month."),
             OpenApiParameter("date", str, description="A day in the period (YYYY-MM-DD); "
                              "default today."),
             OpenApiParameter("start", str, description="First day of a custom period."),
@@ -288,10 +292,16 @@ class UsageView(APIView):
         params = {k: request.query_params[k] for k in ("period", "date", "start", "end")
                   if k in request.query_params}
         form = PeriodForm(params)
-        if params and not form.is_valid():
-            raise ValidationError(
-                {field or "period": list(errors) for field, errors in form.errors.items()}
-            )
+        if not form.is_valid():
+            raise ValidationError({
+                "period" if field == "__all__" else field: list(errors)
+                for field, errors in form.errors.items()
+            })
+        for day in (form.cleaned_data.get(k) for k in ("date", "start", "end")):
+            if day and not EARLIEST <= day <= LATEST:
+                raise ValidationError({"period": [
+                    f"Dates from {EARLIEST} to {LATEST} only."
+                ]})
         start, end, period = form.bounds()
         tree = metrics.Tree()
         top = None

@@ -36,6 +36,10 @@ class PlacementSerializer(serializers.Serializer):
 
 class RunSerializer(serializers.ModelSerializer):
     placement = serializers.SerializerMethodField()
+    end_reason = serializers.CharField(
+        read_only=True, help_text="completed, failed, preempted, drained, host_failure or "
+        "cancelled; empty while the run lasts.",
+    )
 
     class Meta:
         model = Run
@@ -165,7 +169,9 @@ class HolderSerializer(serializers.Serializer):
 
 
 class HostEventSerializer(serializers.ModelSerializer):
-    by = serializers.CharField(source="by.username", default=None, read_only=True)
+    by = serializers.CharField(
+        source="by.username", default=None, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = HostEvent

@@ -3,7 +3,6 @@
 portal.api.exceptions."""
 
 from django.db.models import Count, Prefetch, Q
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -21,13 +20,14 @@ from scheduler.permissions import can_cancel, restrict_workloads
 
 WORKLOAD_FILTERS = [
     OpenApiParameter(
-        "scope", str, enum=[value for value, _ in WorkloadFilterForm.SCOPES],
-        description="all: every workload you may see (default); mine: yours; projects: "
-        "charged to budgets you belong to or manage.",
+        "scope", str, enum=["", *(value for value, _ in WorkloadFilterForm.SCOPES)],
+        description="all: every workload you may see (default, also when empty); mine: "
+        "yours; projects: charged to budgets you belong to or manage.",
     ),
     OpenApiParameter(
-        "state", str, enum=[ACTIVE, FINISHED, *Workload.State.values],
-        description="active (pending, running, preempting), finished, or one state.",
+        "state", str, enum=["", ACTIVE, FINISHED, *Workload.State.values],
+        description="active (pending, running, preempting), finished, or one state; empty: "
+        "any.",
     ),
     OpenApiParameter("cluster", str, description="Cluster name."),
     OpenApiParameter("budget", str, description="Budget path: the budget and everything below."),
@@ -139,7 +139,8 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
         summary="Hosts and their state (anyone with a role)",
         parameters=[
             OpenApiParameter("cluster", str, description="Cluster name."),
-            OpenApiParameter("state", str, enum=Host.State.values),
+            OpenApiParameter("state", str, enum=["", *Host.State.values],
+                             description="Empty: any."),
         ],
     ),
     retrieve=extend_schema(
@@ -177,7 +178,7 @@ class HostViewSet(viewsets.ReadOnlyModelViewSet):
     def _act(self, request, pk, act, **extra):
         form = s.HostActionSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        host = get_object_or_404(Host.objects.select_related("cluster"), pk=pk)
+        host = self.get_object()
         act(request.user, host, form.validated_data.get("reason", ""))
         return Response(s.HostDetailSerializer(self.get_queryset().get(pk=host.pk)).data)
 

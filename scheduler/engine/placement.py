@@ -38,8 +38,8 @@ class FloorPlan:
     def __init__(self) -> None:
         self.hosts: list[Host] | None = None
         self.states: list[HostState] = []
-        self.by_id: dict[int, Run] = {}
-        self.signalled: set[int] = set()
+        self.known: set[Run] = set()
+        self.signalled: set[Run] = set()
 
     def update(self, hosts: list[Host], running: list[Run]) -> None:
         # map/set operations run in C: a few passes over the runs, no Python loop per run
@@ -47,26 +47,24 @@ class FloorPlan:
         if hosts is not self.hosts or states != self.states:
             self._rebuild(hosts, running, states)
             return
-        ids = list(map(id, running))
-        current = set(ids)
-        signalled = set(compress(ids, map(is_not, map(_signalled_at, running), repeat(None))))
-        known, was = self.by_id, self.signalled
-        if current == known.keys() and signalled == was:
+        current = set(running)  # runs hash by identity
+        marks = list(map(_signalled_at, running))
+        if marks.count(None) == len(marks):
+            signalled: set[Run] = set()
+        else:
+            signalled = set(compress(running, map(is_not, marks, repeat(None))))
+        known, was = self.known, self.signalled
+        if signalled == was and current == known:
             return
-        # the runs in ``known`` are still referenced, so no new run can share their id
-        gone, new = known.keys() - current, current - known.keys()
-        turned = (signalled ^ was) - gone - new
-        for k in gone:
-            self._remove(known.pop(k), k in was)
-        if new:
-            lookup = dict(zip(ids, running, strict=True))
-            for k in new:
-                known[k] = lookup[k]
-                self._add(known[k], k in signalled)
-        for k in turned:
-            self._remove(known[k], k in was)
-            self._add(known[k], k in signalled)
-        self.signalled = signalled
+        gone, new = known - current, current - known
+        for run in gone:
+            self._remove(run, run in was)
+        for run in new:
+            self._add(run, run in signalled)
+        for run in (signalled ^ was) - gone - new:
+            self._remove(run, run in was)
+            self._add(run, run in signalled)
+        self.known, self.signalled = current, signalled
 
     def _rebuild(self, hosts: list[Host], running: list[Run], states: list[HostState]) -> None:
         available = HostState.AVAILABLE
@@ -79,8 +77,8 @@ class FloorPlan:
         self.used: dict[str, set[int]] = {}
         self.runs: dict[str, list[tuple[Run, tuple[int, ...]]]] = {}
         self.releasing: dict[str, list[int]] = {}
-        self.by_id = dict(zip(map(id, running), running, strict=True))
-        self.signalled = {k for k, r in self.by_id.items() if r.signalled_at is not None}
+        self.known = set(running)
+        self.signalled = {r for r in running if r.signalled_at is not None}
         self.draining = {h.name: h for h in hosts if h.state == HostState.DRAINING}
         size = self.size
         for run in running:

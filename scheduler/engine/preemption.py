@@ -126,15 +126,16 @@ class Board:
         self.row = {h: i for i, h in enumerate(self.hosts)}
         n = len(self.hosts)
         self.size = np.array([floor.size[h] for h in self.hosts], dtype=np.int64)
-        self.base = np.zeros(n, dtype=np.int64)
-        self.unalloc = np.zeros(n, dtype=np.int64)
+        self.base = self.size.copy()  # free or being released; hosts without runs: all
+        self.within = self.size.copy()  # base + GPUs of unallocated runs
+        self.open = self.size.copy()  # size, or 0 while the host is held
         self.over = np.zeros(n)  # most over-used candidate ratio on the host
-        self.held = np.zeros(n, dtype=bool)
         self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
+        self.emptiable: dict[str, tuple | None] = {}  # cost of all runs if all are candidates
         width = max([len(r) for r in floor.runs.values()] + [1])
         self.rank = np.full((n, width), -1, dtype=np.int64)
         self.gpus = np.zeros((n, width), dtype=np.int64)
-        self.base[:] = self.size  # hosts without runs are wholly free; the others are read
+        self._reach: tuple[int, np.ndarray] | None = None  # (rank, reach) of the last requester
         for h in (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing):
             if h in self.row:
                 self._refresh(h)
@@ -148,35 +149,50 @@ class Board:
 
     def _refresh(self, host: str) -> None:
         floor, rules, i = self.floor, self.rules, self.row[host]
-        self.base[i] = len(floor.free[host]) + len(floor.releasing[host])
-        self.held[i] = host in floor.held
+        standing = rules.standing
+        base = len(floor.free[host]) + len(floor.releasing[host])
         unalloc, ranks, gpus, over = 0, [], [], 0.0
         options = []
-        for run, idx in floor.runs[host]:
-            if rules.candidate(run):
-                options.append((rules.cost(run), len(idx), run))
+        here = floor.runs[host]
+        for run, idx in here:
+            if not rules.candidate(run):
+                continue
+            options.append((rules.cost(run), len(idx), run))
             if run.workload.min_runtime <= 0:
                 unalloc += len(idx)
-            elif rules.candidate(run):
-                ranks.append(rules.standing.rank_of(run.workload.budget))
+            else:
+                ranks.append(standing.rank_of(run.workload.budget))
                 gpus.append(len(idx))
-                over = max(over, min(rules.standing.ratio(run.workload.budget), 1e9))
-        options.sort(key=lambda o: o[0])
+                over = max(over, min(standing.ratio(run.workload.budget), 1e9))
+        options.sort(key=lambda o: (o[0], o[2].workload.id, o[2].number))  # stable ties
         self.options[host] = options
-        self.unalloc[i], self.over[i] = unalloc, over
-        if len(ranks) > self.rank.shape[1]:
-            extra = len(ranks) - self.rank.shape[1]
+        total = _ZERO
+        for o in options:
+            total = _add(total, o[0])
+        self.emptiable[host] = total if len(options) == len(here) else None
+        self.base[i], self.within[i], self.over[i] = base, base + unalloc, over
+        self.open[i] = 0 if host in floor.held else self.size[i]
+        width = self.rank.shape[1]
+        if len(ranks) > width:
+            extra, width = len(ranks) - width, len(ranks)
             self.rank = np.pad(self.rank, ((0, 0), (0, extra)), constant_values=-1)
             self.gpus = np.pad(self.gpus, ((0, 0), (0, extra)))
-        self.rank[i] = -1
-        self.gpus[i] = 0
-        self.rank[i, : len(ranks)] = ranks
-        self.gpus[i, : len(gpus)] = gpus
+        pad = width - len(ranks)
+        self.rank[i] = ranks + [-1] * pad
+        self.gpus[i] = gpus + [0] * pad
+        if self._reach is not None:
+            r, reach = self._reach
+            reach[i] = base + unalloc + sum(n for k, n in zip(ranks, gpus, strict=True) if k > r)
 
     def reach(self, requester: Workload) -> np.ndarray:
-        """Upper bound of the GPUs each host could offer ``requester``."""
-        below = self.rank > self.rules.standing.rank_of(requester.budget)
-        return self.base + self.unalloc + (self.gpus * below).sum(axis=1)
+        """Upper bound of the GPUs each host could offer ``requester``: free, being released,
+        unallocated, and allocated candidates ranked below it. Kept for the last rank asked
+        (requesters come in rank order, so mostly the same) and patched per refreshed host."""
+        r = self.rules.standing.rank_of(requester.budget)
+        if self._reach is None or self._reach[0] != r:
+            below = np.where(self.rank > r, self.gpus, 0).sum(axis=1)
+            self._reach = (r, self.within + below)
+        return self._reach[1]
 
 
 def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, list[Run]] | None:
@@ -218,24 +234,25 @@ def victims_for(requester: Workload, floor: Floor, rules: Rules) -> Victims | No
 
 def _on_one_host(requester: Workload, board: Board) -> Victims | None:
     g, rules = requester.gpus, board.rules
-    rows = np.flatnonzero((board.reach(requester) >= g) & (board.size >= g) & ~board.held)
+    rows = np.flatnonzero((board.reach(requester) >= g) & (board.open >= g))
     if rows.size == 0:
         return None
     need = g - board.base[rows]
-    lowest = np.maximum(0, need - board.unalloc[rows])  # allocated GPUs it must cost at least
+    lowest = np.maximum(0, g - board.within[rows])  # allocated GPUs it must cost at least
     # look at hosts in order of the cheapest they could possibly be (most over-used first on
     # ties) and stop once no later host can beat the best set found
-    order = np.lexsort((rows, -board.over[rows], need, lowest))
+    order = np.lexsort((rows, -board.over[rows], need, lowest)).tolist()
+    rows, need, lowest = rows.tolist(), need.tolist(), lowest.tolist()
     best: tuple | None = None
-    for j in order.tolist():
-        host = board.hosts[rows[j]]
+    for j in order:
         if best is not None and best[0][:2] <= (lowest[j], need[j]):
             break  # sorted by this bound: no later host loses fewer GPUs
+        host = board.hosts[rows[j]]
         if need[j] <= 0:
             found = (_ZERO, [])
         else:
             options = [o for o in board.options[host] if rules.may_displace(requester, o[2])]
-            found = _cheapest(options, int(need[j]))
+            found = _cheapest(options, need[j])
             if found is None:
                 continue
         if best is None or (found[0], host) < (best[0], best[2]):
@@ -247,28 +264,23 @@ def _on_one_host(requester: Workload, board: Board) -> Victims | None:
 
 def _on_whole_hosts(requester: Workload, board: Board) -> Victims | None:
     floor, rules = board.floor, board.rules
-    rows = np.flatnonzero((board.reach(requester) >= board.size) & ~board.held)
+    rows = np.flatnonzero((board.reach(requester) >= board.size) & (board.open > 0))
     if int(board.size[rows].sum()) < requester.gpus:
         return None
     cost: dict[str, tuple] = {}
-    runs: dict[str, list[Run]] = {}
     for i in rows.tolist():
         host = board.hosts[i]
-        here = floor.runs[host]
-        if not all(rules.may_displace(requester, run) for run, _ in here):
-            continue
-        total = _ZERO
-        for run, _ in here:
-            total = _add(total, rules.cost(run))
-        cost[host], runs[host] = total, [run for run, _ in here]
+        total = board.emptiable.get(host, _ZERO) if host in board.options else _ZERO
+        if total is None:
+            continue  # a run on it is nobody's to preempt
+        if all(rules.may_displace(requester, o[2]) for o in board.options.get(host, ())):
+            cost[host] = total
     chosen = choose_hosts(requester.gpus, cost, floor.size, floor.group, cost)
     if chosen is None:
         return None
-    victims: dict[int, Run] = {}
-    for host in chosen:
-        for run in runs[host]:
-            victims[id(run)] = run
+    victims = {id(o[2]): o[2] for host in chosen for o in board.options.get(host, ())}
     total = _ZERO
     for run in victims.values():
         total = _add(total, rules.cost(run))
-    return Victims(runs=list(victims.values()), hosts=chosen, cost=total)
+    runs_out = sorted(victims.values(), key=lambda r: (r.workload.id, r.number))
+    return Victims(runs=runs_out, hosts=chosen, cost=total)

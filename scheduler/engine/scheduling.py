@@ -112,8 +112,8 @@ def _end_grace(
     if not plan.signalled:
         return stopped
     healthy = floor.size
-    for key in plan.signalled:
-        run = plan.by_id[key]
+    # in a stable order (the plan keeps runs in sets)
+    for run in sorted(plan.signalled, key=lambda r: (r.signalled_at, r.workload.id, r.number)):
         if state.now < run.signalled_at + params.grace:
             continue
         drained = any(h not in healthy for h in run.placement.hosts)
@@ -127,7 +127,7 @@ def _end_grace(
             )
         )
         floor.stopped(run)
-        stopped.add(key)
+        stopped.add(id(run))
     return stopped
 
 

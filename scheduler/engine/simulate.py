@@ -54,6 +54,7 @@ from .model import (
     Stop,
     Workload,
 )
+from .scheduling import EngineMemo, next_event, schedule
 from .traces import (
     TRACES_DIR,
     ClusterSpec,
@@ -82,12 +83,6 @@ HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times
 _COMPLETE, _FAIL, _REPAIR, _WAKE = 0, 1, 2, 3
-
-
-def _schedule_fns():
-    from .scheduling import next_event, schedule
-
-    return schedule, next_event
 
 
 # --------------------------------------------------------------------------------- the ledger
@@ -266,7 +261,8 @@ class Simulator:
         self.hosts = [Host(h.name, h.gpus, h.group) for h in cluster.hosts]
         self.host_by_name = {h.name: h for h in self.hosts}
         self.host_index = {h.name: i for i, h in enumerate(self.hosts)}
-        self.schedule, self.next_event = _schedule_fns()
+        # the engine's picture of hosts and runs, carried from one pass to the next
+        self.memo = EngineMemo()
         self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
         self.jobs: dict[str, JobRecord] = {}
         self.run_records: list[RunRecord] = []
@@ -561,7 +557,7 @@ class Simulator:
         usage = {leaf: ledger.window_value(leaf, now) for leaf in self.leaves}
         capacity = ledger.window_value("\0capacity", now)
         return ClusterState(now, self.hosts, list(self.running.values()),
-                            list(self.pending.values()), usage, capacity)
+                            list(self.pending.values()), usage, capacity, memo=self.memo)
 
     def _grace_due(self, now: float) -> bool:
         gh = self.grace_heap
@@ -599,7 +595,7 @@ class Simulator:
     def _pass(self, now: float) -> None:
         for _ in range(8):
             state = self._state(now)
-            result = self.schedule(state, self.tree, self.params)
+            result = schedule(state, self.tree, self.params)
             self.passes += 1
             standing = None
             again = False
@@ -629,7 +625,7 @@ class Simulator:
             if not again or not (self.pending or self.draining or self._grace_due(now)):
                 break
         if self.pending or self.draining:
-            nxt = self.next_event(self._state(now), self.params)
+            nxt = next_event(self._state(now), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
 

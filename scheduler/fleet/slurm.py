@@ -494,6 +494,7 @@ class SlurmFleet(FleetBackend):
                         run.pk, max(run.started, min(now, _when(job.get("end_time"), now))),
                         f"Slurm job {job.get('job_id')} ended {state} ({reason}) on "
                         f"{job.get('nodes') or '?'}",
+                        "failed" if state == "PREEMPTED" else "host_failure",
                     ))
                 continue
             if run.signalled_at is not None:
@@ -517,7 +518,7 @@ class SlurmFleet(FleetBackend):
             if run_id is not None:
                 self._cancel(job_id, f"{what}: its run has ended in Timeshare", result)
             elif self.unknown_jobs == "report":
-                result.notes.append(
+                result.problems.append(
                     f"{what} in partition {self.partition} was not started by Timeshare "
                     "(left running: unknown_jobs=report)"
                 )

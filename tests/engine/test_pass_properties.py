@@ -179,7 +179,7 @@ def _summary(result):
     return out, result.waiting
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.randoms(use_true_random=False))
 def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
     """Drive several passes like a driver would (start, signal, stop, finish, host changes);

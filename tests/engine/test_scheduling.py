@@ -305,3 +305,25 @@ def test_fair_share_backfills_unallocated_work_the_holder_may_preempt():
     free = job("free", gpus=1, min_runtime=0, submitted=1)
     result = one_pass(reserved_cluster(big, free), TWO)
     assert list(started(result)) == ["free"]
+
+
+def test_preempted_gpus_go_to_the_requester_after_grace_without_further_preemption():
+    """Pass 1 signals the victim; pass 2 (in grace) changes nothing; pass 3 stops it and starts
+    the requester on the very GPUs."""
+    victim = past(job("victim", "b/b1", gpus=8), "h0", range(8))
+    other = past(job("other", "b/b1", gpus=8), "h1", range(8))
+    requester = job("req", "a/a1", gpus=8)
+    usage = {"b/b1": 900.0, "a/a1": 0.0}
+
+    def at(now):
+        st = state(now, hosts(2), [victim, other], [requester], usage=usage, capacity=CAPACITY)
+        return one_pass(st, TWO, grace=300)
+
+    first = at(NOW)
+    [signal] = first.of(Preempt)
+    signal.run.signalled_at = NOW
+    second = at(NOW + 100)
+    assert second.decisions == []
+    third = at(NOW + 300)
+    assert [type(d) for d in third.decisions] == [Stop, Start]
+    assert third.of(Start)[0].placement.hosts == signal.run.placement.hosts

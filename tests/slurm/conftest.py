@@ -7,20 +7,18 @@ every test starts and ends with no job in the partition and every node resumed.
 """
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from slurm_helpers import PARTITION, reset_slurm, slurm
 from test_loop_setup import lab  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 INTEGRATION = HERE.parent / "integration"
 REQUIRE = "TIMESHARE_REQUIRE_SLURM"
-PARTITION = os.environ.get("TIMESHARE_SLURM_PARTITION", "timeshare")
 
 # The integration tests' helpers: polling.wait_for and the real Celery worker fixture.
 if str(INTEGRATION) not in sys.path:
@@ -44,58 +42,6 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"Slurm test skipped but {REQUIRE}=1: {reason}"
-
-
-def slurm(*args, check=True, input=None) -> str:
-    """Run a Slurm command against the test cluster; its stdout."""
-    env = dict(os.environ, SLURM_CONF=os.environ["TIMESHARE_SLURM_CONF"])
-    done = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=30,
-                          input=input)
-    if check and done.returncode != 0:
-        raise AssertionError(f"{' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout
-
-
-def jobs() -> list[dict]:
-    data = json.loads(slurm("squeue", "--json"))
-    return [j for j in data["jobs"] if j.get("partition") == PARTITION]
-
-
-def job(job_id) -> dict | None:
-    return next((j for j in jobs() if str(j["job_id"]) == str(job_id)), None)
-
-
-def nodes() -> dict[str, dict]:
-    data = json.loads(slurm("sinfo", "--json"))
-    return {n["name"]: n for n in data["nodes"]}
-
-
-ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
-
-
-def reset_slurm():
-    """No active job in the partition, every node up and undrained."""
-    live = [str(j["job_id"]) for j in jobs() if j["job_state"] in ACTIVE]
-    if live:
-        slurm("scancel", *live, check=False)
-    deadline = time.monotonic() + 60
-    while any(j["job_state"] in ACTIVE for j in jobs()):
-        if time.monotonic() > deadline:
-            raise AssertionError("Slurm jobs did not go away within 60 s")
-        time.sleep(0.2)
-    for name, node in nodes().items():
-        flags = set(node.get("state_flags") or []) | {str(node.get("state", "")).upper()}
-        if flags & {"DRAIN", "DOWN", "DRAINED"}:
-            slurm("scontrol", "update", f"NodeName={name}", "State=RESUME", check=False)
-    deadline = time.monotonic() + 60
-    while True:
-        bad = [n for n, node in nodes().items()
-               if node.get("state_flags") or str(node.get("state")) != "idle"]
-        if not bad:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"Slurm nodes not idle within 60 s: {bad}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")
@@ -143,12 +89,4 @@ def slurm_lab(lab, clean_slurm, tmp_path):
     cluster.refresh_from_db()
     lab.cluster = cluster
     lab.hosts = list(Host.objects.filter(cluster=cluster).order_by("name"))
-    return lab
-
-
-def use_hosts(lab, *names):
-    from scheduler.models import Host
-
-    Host.objects.filter(cluster=lab.cluster).exclude(name__in=names).delete()
-    lab.hosts = list(Host.objects.filter(cluster=lab.cluster).order_by("name"))
     return lab

@@ -96,6 +96,3 @@ def test_an_unreachable_slurm_is_recorded_on_its_cluster_and_the_others_keep_sch
     assert not loop.tick(fine.pk).error  # another cluster ticks as usual
     assert fine.samples.count() == 1
     assert broken.samples.count() == 0  # nothing was decided without Slurm
-
-    (tmp_path / "gone").mkdir()  # still no cluster behind it: still an error
-    (tmp_path / "gone" / "slurm.conf").write_text("ClusterName=gone\n")

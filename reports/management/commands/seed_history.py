@@ -5,7 +5,8 @@
 Builds its own budget tree under the first root (4 programs x 4 projects x 2 researchers)
 unless the root already has children, gives every node shares on the cluster with a few
 changes over the year in the audit log, and writes 10-minute occupancy samples, hourly usage
-and capacity rollups, workloads with runs and events, and host failures and repairs, with bulk_create.
+and capacity rollups, workloads with runs and events, and host failures and repairs, with
+bulk_create.
 """
 
 import random

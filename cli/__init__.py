@@ -1,0 +1,1 @@
+"""`timeshare`: the command line of the Timeshare portal (talks to its API with a token)."""
