@@ -14,6 +14,7 @@ BENCHMARKS = [
     ("engine pass", ["bench/engine_pass.py"]),
     ("simulator on the Philly trace", ["bench/simulate_philly.py"]),
     ("live tick on PostgreSQL", ["bench/tick.py"]),
+    ("dashboard and report pages on a seeded year", ["bench/reports.py"]),
 ]
 
 

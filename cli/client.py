@@ -6,7 +6,6 @@ from __future__ import annotations
 import configparser
 import json
 import os
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -50,8 +49,8 @@ def settings(url: str | None = None, token: str | None = None) -> tuple[str, str
         except configparser.Error as error:
             raise UsageError(f"cannot read {path}: {error}") from None
     section = file["timeshare"] if file.has_section("timeshare") else {}
-    url = url or os.environ.get("TIMESHARE_URL") or section.get("url")
-    token = token or os.environ.get("TIMESHARE_TOKEN") or section.get("token")
+    url = (url or os.environ.get("TIMESHARE_URL") or section.get("url") or "").strip()
+    token = (token or os.environ.get("TIMESHARE_TOKEN") or section.get("token") or "").strip()
     if not url:
         raise UsageError(
             f"no portal URL: set TIMESHARE_URL or url = ... under [timeshare] in {path}"
@@ -61,7 +60,7 @@ def settings(url: str | None = None, token: str | None = None) -> tuple[str, str
             "no API token: create one on the portal's /api/tokens/ page, then set "
             f"TIMESHARE_TOKEN or token = ... under [timeshare] in {path}"
         )
-    return url.rstrip("/"), token.strip()
+    return url.rstrip("/"), token
 
 
 class Client:
@@ -88,13 +87,15 @@ class Client:
                 payload = response.read()
         except urllib.error.HTTPError as error:
             raise _refused(error) from None
-        except (urllib.error.URLError, socket.timeout, ConnectionError) as error:
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
             reason = getattr(error, "reason", error)
             raise Unreachable(f"cannot reach {self.url}: {reason}") from None
         try:
             return json.loads(payload) if payload else None
         except ValueError:
-            raise Unreachable(f"{self.url} did not answer JSON: is it a Timeshare portal?") from None
+            raise Unreachable(
+                f"{self.url} did not answer JSON: is it a Timeshare portal?"
+            ) from None
 
     def get(self, path, **query):
         return self.request("GET", path, query)

@@ -202,8 +202,9 @@ class TimeshareCollector:
             waits: dict[str, list[float]] = defaultdict(list)
             for stay in queue_stays(cluster, EPOCH, now):
                 if stay.started and stay.closed is not None:
+                    waited = stay.closed - stay.opened  # seconds, or a timedelta
                     waits[stay.kind(host_gpus)].append(
-                        (stay.closed - stay.opened).total_seconds()
+                        waited.total_seconds() if hasattr(waited, "total_seconds") else waited
                     )
             for kind in WAIT_CLASSES:
                 values = waits.get(kind, [])

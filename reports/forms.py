@@ -81,3 +81,45 @@ class RangeForm(CustomDatesMixin, forms.Form):
         # daily buckets, today included
         end = midnight(timezone.localdate(now) + timedelta(days=1))
         return end - timedelta(days=7 if choice == "week" else 30), end, choice
+
+
+class WhatIfForm(forms.Form):
+    """The what-if's parameters, in the units people think in, and new shares for the nodes
+    the user may change (``shares_<id>``; blank or unchanged: today's)."""
+
+    days = forms.IntegerField(min_value=1, max_value=90, initial=7,
+                              label="Replay the last (days)")
+    window_days = forms.FloatField(min_value=1 / 24, max_value=90, label="Window (days)")
+    max_min_runtime_hours = forms.FloatField(min_value=0, max_value=168,
+                                             label="Maximum min_runtime (hours)")
+    hysteresis = forms.FloatField(min_value=0, max_value=10)
+
+    def __init__(self, *args, cluster, nodes, shares: dict[int, int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cluster, self.nodes, self.current = cluster, nodes, shares
+        self.fields["window_days"].initial = round(cluster.window / 86400, 3)
+        self.fields["max_min_runtime_hours"].initial = round(cluster.max_min_runtime / 3600, 3)
+        self.fields["hysteresis"].initial = cluster.hysteresis
+        for node in nodes:
+            self.fields[f"shares_{node.pk}"] = forms.IntegerField(
+                min_value=0, max_value=1_000_000, required=False, label=node.path,
+                initial=shares.get(node.pk, 0),
+            )
+
+    def share_fields(self):
+        return [(node, self[f"shares_{node.pk}"]) for node in self.nodes]
+
+    def params(self) -> dict:
+        data = self.cleaned_data
+        changed = {}
+        for node in self.nodes:
+            value = data.get(f"shares_{node.pk}")
+            if value is not None and value != self.current.get(node.pk, 0):
+                changed[node.path] = value
+        return {
+            "days": data["days"],
+            "window": round(data["window_days"] * 86400),
+            "max_min_runtime": round(data["max_min_runtime_hours"] * 3600),
+            "hysteresis": data["hysteresis"],
+            "shares": changed,
+        }

@@ -10,6 +10,7 @@
 from django.core.exceptions import PermissionDenied
 
 from budgets.models import BudgetNode
+from budgets.permissions import roles
 from scheduler.permissions import can_view_fleet
 
 
@@ -28,3 +29,22 @@ def require_budget_rows(user) -> set[int]:
 def require_dashboards(user) -> None:
     if not can_view_fleet(user):
         raise PermissionDenied("You have no role in this organisation.")
+
+
+def require_what_if(user) -> None:
+    """What-ifs are for managers (and the CEO, the root's manager)."""
+    who = roles(user)
+    if not (who.superuser or who.managed):
+        raise PermissionDenied("What-ifs are for budget managers.")
+
+
+def changeable_nodes(user):
+    """The nodes whose shares a user may change in a what-if, as in the budgets app: every
+    node strictly below one they manage."""
+    return BudgetNode.objects.restrict(user, "change")
+
+
+def may_see_what_if(user, what_if) -> bool:
+    who = roles(user)
+    return (what_if.requested_by_id == user.pk or who.superuser
+            or any("/" not in path for path in who.managed))  # the CEO sees every what-if

@@ -15,4 +15,6 @@ urlpatterns = [
     ),
     path("dashboards/", views.dashboards, name="dashboards"),
     path("dashboards/<slug:cluster>/", views.cluster_dashboard, name="cluster"),
+    path("what-if/<slug:cluster>/", views.what_if, name="what_if"),
+    path("what-ifs/<int:pk>/", views.what_if_detail, name="what_if_detail"),
 ]

@@ -6,14 +6,24 @@ from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
-from reports import charts, metrics
-from reports.forms import PeriodForm, RangeForm
-from reports.permissions import require_budget_rows, require_dashboards, visible_node_ids
+from budgets.models import Allocation
+from reports import charts, metrics, tasks
+from reports.forms import PeriodForm, RangeForm, WhatIfForm
+from reports.models import WhatIf
+from reports.permissions import (
+    changeable_nodes,
+    may_see_what_if,
+    require_budget_rows,
+    require_dashboards,
+    require_what_if,
+    visible_node_ids,
+)
 from scheduler.engine import percent
 from scheduler.models import Cluster
 
@@ -207,4 +217,71 @@ def cluster_dashboard(request, cluster):
         "fleet_figure": charts.host_events(fleet["times"], fleet["events"]),
     })
     template = "reports/_cluster_charts.html" if request.htmx else "reports/cluster.html"
+    return render(request, template, context)
+
+
+# ---------------------------------------------------------------------------------------------
+# What-if
+
+
+@login_required
+def what_if(request, cluster):
+    """Ask for a what-if replay of the cluster's recent submissions (managers and the CEO; a
+    manager changes shares only below the nodes they manage)."""
+    require_what_if(request.user)
+    cluster = _cluster(cluster)
+    allowed_ids = set(changeable_nodes(request.user).values_list("pk", flat=True))
+    nodes = [node for node in metrics.Tree().nodes if node.pk in allowed_ids]
+    shares = dict(Allocation.objects.filter(cluster=cluster).values_list("node_id", "shares"))
+    if request.method == "POST":
+        allowed = {f"shares_{node.pk}" for node in nodes}
+        if any(key.startswith("shares_") and key not in allowed for key in request.POST):
+            raise PermissionDenied("You may only change allocations inside your subtree.")
+        form = WhatIfForm(request.POST, cluster=cluster, nodes=nodes, shares=shares)
+        if form.is_valid():
+            with transaction.atomic():
+                created = WhatIf.objects.create(cluster=cluster, requested_by=request.user,
+                                                params=form.params())
+                transaction.on_commit(lambda: tasks.run_what_if.delay(created.pk))
+            return redirect("reports:what_if_detail", created.pk)
+    else:
+        form = WhatIfForm(cluster=cluster, nodes=nodes, shares=shares)
+    recent = WhatIf.objects.filter(cluster=cluster, requested_by=request.user)[:10]
+    return render(request, "reports/what_if.html", {
+        "cluster": cluster, "clusters": Cluster.objects.all(), "form": form, "recent": recent,
+    })
+
+
+def _what_if_rows(user, what_if) -> list[dict]:
+    """Per visible budget node: fraction, entitlement and delivered, actual and replayed."""
+    result = what_if.result or {}
+    visible = visible_node_ids(user)
+    rows = []
+    for node in metrics.Tree().nodes:
+        if node.pk not in visible:
+            continue
+        sides = {side: (result.get(side) or {}).get("budgets", {}).get(node.path)
+                 for side in ("actual", "as_is", "what_if")}
+        if not any(sides.values()):
+            continue
+        rows.append({"node": node, **sides})
+    return rows
+
+
+@login_required
+def what_if_detail(request, pk):
+    """A what-if: its progress bar while it runs (htmx polls this view), then the replay next
+    to what happened."""
+    require_what_if(request.user)
+    found = get_object_or_404(WhatIf.objects.select_related("cluster", "requested_by"), pk=pk)
+    if not may_see_what_if(request.user, found):
+        raise PermissionDenied("This what-if is someone else's.")
+    context = {
+        "what_if": found,
+        "cluster": found.cluster,
+        "percent": round(100 * found.progress),
+        "rows": _what_if_rows(request.user, found) if found.state == WhatIf.State.DONE else [],
+        "result": found.result,
+    }
+    template = "reports/_what_if_status.html" if request.htmx else "reports/what_if_detail.html"
     return render(request, template, context)

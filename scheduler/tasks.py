@@ -4,6 +4,7 @@ tick of their cluster at once (after their transaction commits)."""
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
 from django.db import transaction
@@ -19,7 +20,10 @@ TICK_EXPIRES = 60  # seconds: a tick queued longer than this is stale (the beat 
 def tick_cluster(cluster_id: int) -> dict:
     from scheduler.loop import tick
 
+    started = time.perf_counter()
     report = tick(cluster_id)
+    if not report.skipped:
+        _record_duration(cluster_id, time.perf_counter() - started)
     if report.skipped:
         return {"cluster": cluster_id, "skipped": True}
     return {
@@ -36,6 +40,18 @@ def tick_all() -> int:
     for cluster_id in ids:
         send_tick(cluster_id)
     return len(ids)
+
+
+def _record_duration(cluster_id: int, seconds: float) -> None:
+    """For the /metrics page (portal.metrics), when it is installed."""
+    try:
+        from portal.metrics import record_tick
+    except ImportError:
+        return
+    try:
+        record_tick(cluster_id, seconds)
+    except Exception:  # metrics never break the loop
+        log.debug("could not record the tick duration", exc_info=True)
 
 
 def send_tick(cluster_id: int) -> None:

@@ -1,7 +1,7 @@
 """API clients for the personas (tests/conftest.py): `api_for("pi")` authenticates with a real
 API token, as the CLI and scripts do; `api_for(None)` is anonymous.
 
-Import the fixtures into a test module: `from fixtures_api import api_for  # noqa: F401`.
+Use them with `pytest_plugins = ["fixtures_api"]` in a test module.
 """
 
 import pytest

@@ -36,6 +36,7 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
+from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
 from scheduler.models import (
@@ -201,3 +202,34 @@ def history(db, settings):
         users=users, cluster=cluster, root=root, prog_a=prog_a, proj_a1=proj_a1,
         proj_a2=proj_a2, prog_b=prog_b, proj_b1=proj_b1, client_for=client_for,
     )
+
+
+@pytest.fixture
+def recent(history, capacity_rollups):
+    """168 hourly samples up to this hour: 10 of 10 GPUs healthy (4 allocated, 2 unallocated)
+    except the last 24 hours, 5 healthy (3 allocated, 1 unallocated). proj-a1 waited 1 h with
+    2 GPUs and was charged 6 GPU-h: attainment 6 / min(entitlement, 8) = 75%."""
+    now = timezone.now()
+    base = now.replace(minute=0, second=0, microsecond=0)
+    OccupancySample.objects.bulk_create(
+        OccupancySample(
+            cluster=history.cluster, at=base - timedelta(hours=k), total=10,
+            available=5 if k < 24 else 10, allocated=3 if k < 24 else 4,
+            unallocated=1 if k < 24 else 2, pending_workloads=0, pending_gpus=0,
+        )
+        for k in range(168)
+    )
+    capacity_rollups(history.cluster, base - timedelta(hours=167), base)
+    w = Workload.objects.create(
+        name="recent", owner=history.users["researcher"], budget=history.proj_a1,
+        cluster=history.cluster, gpus=2, min_runtime=3600, command="x",
+        submitted=now - timedelta(hours=5), state="RUNNING",
+    )
+    started = now - timedelta(hours=4)
+    Run.objects.create(workload=w, number=1, allocated=True, gpus=2, started=started,
+                       protected_until=started + timedelta(hours=1), accounted_until=now)
+    Event.objects.create(workload=w, at=started, kind="started")
+    UsageRollup.objects.create(cluster=history.cluster, budget=history.proj_a1,
+                               hour=base - timedelta(hours=3), gpu_seconds=6 * 3600)
+    history.now = now
+    return history

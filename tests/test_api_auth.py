@@ -7,10 +7,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from fixtures_api import api_for, token_for  # noqa: F401
+from fixtures_api import token_for
 from rest_framework.test import APIClient
 
 from portal.models import ApiToken, digest
+
+pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
 
 
 def bearer(key):

@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from fixtures_api import api_for  # noqa: F401
 
 from budgets.models import Allocation, AllocationChange
 from scheduler.loop import floor_hour
 from scheduler.models import CapacityRollup, OccupancySample, UsageRollup
+
+pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
 
 TREE = "/api/budgets/"
 

@@ -2,9 +2,10 @@
 and repair (through scheduler.services), everyone else gets 403 and nothing changes."""
 
 import pytest
-from fixtures_api import api_for  # noqa: F401
 
 from scheduler.models import Host, HostEvent
+
+pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
 
 READERS = ["ceo", "pi", "lead", "researcher", "operator", "bob"]
 

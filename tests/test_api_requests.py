@@ -2,10 +2,11 @@
 decided request is a 409; everyone sees only what budgets.permissions lets them see."""
 
 import pytest
-from fixtures_api import api_for  # noqa: F401
 
 from budgets import services
 from budgets.models import ChangeRequest
+
+pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
 
 LIST = "/api/requests/"
 

@@ -2,7 +2,8 @@
 the rows reports.permissions lets each persona read."""
 
 import pytest
-from fixtures_api import api_for  # noqa: F401
+
+pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
 
 USAGE = "/api/usage/"
 

@@ -4,9 +4,10 @@ cancel through scheduler.services, and JSON errors that leave nothing written.
 Workloads and personas: tests/fixtures_scheduler.py."""
 
 import pytest
-from fixtures_api import api_for  # noqa: F401
 
 from scheduler.models import Event, Workload
+
+pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
 
 LIST = "/api/workloads/"
 

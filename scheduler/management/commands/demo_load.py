@@ -105,7 +105,8 @@ class Command(BaseCommand):
                 time.sleep(min(1.0, due - (time.monotonic() - began)))
             if stopping:
                 break
-            close_old_connections()
+            if not o["once"]:
+                close_old_connections()  # a long-running process: drop stale connections
             self.submit(job, leaves, clusters, o)
             submitted += 1
             if o["limit"] and submitted >= o["limit"]:

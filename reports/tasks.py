@@ -1,0 +1,40 @@
+"""Celery tasks of the reports: the what-if replay."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.utils import timezone
+
+from reports import whatif
+from reports.models import WhatIf
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="reports.run_what_if", ignore_result=True)
+def run_what_if(what_if_id: int) -> str:
+    """Claim the queued what-if (a conditional UPDATE: two workers never both run it), replay
+    it, writing its progress as it goes, and store the result or the error."""
+    rows = WhatIf.objects.filter(pk=what_if_id, state=WhatIf.State.QUEUED)
+    if not rows.update(state=WhatIf.State.RUNNING, progress=0.0):
+        return "not queued"
+    what_if = WhatIf.objects.select_related("cluster").get(pk=what_if_id)
+
+    def progress(value: float) -> None:
+        WhatIf.objects.filter(pk=what_if_id).update(progress=max(0.0, min(1.0, value)))
+
+    try:
+        result = whatif.run(what_if, progress)
+    except Exception as error:  # any failure ends the row, visibly, instead of a stuck bar
+        log.exception("what-if %s failed", what_if_id)
+        WhatIf.objects.filter(pk=what_if_id).update(
+            state=WhatIf.State.FAILED, error=f"{type(error).__name__}: {error}"[:2000],
+            finished=timezone.now(),
+        )
+        return "failed"
+    WhatIf.objects.filter(pk=what_if_id).update(
+        state=WhatIf.State.DONE, progress=1.0, result=result, finished=timezone.now()
+    )
+    return "done"

@@ -1,0 +1,218 @@
+"""The `timeshare` command line end to end: a real subprocess talking HTTP to a live test
+server with an API token; human tables, --json, and exit codes scripts can trust
+(0 ok, 1 refused by the API, 2 bad usage, 3 unreachable)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fixtures_api import token_for
+
+from budgets.models import ChangeRequest
+from scheduler.models import Host, Workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def ticks(monkeypatch):
+    """Submit and cancel ask the Celery loop for a tick after commit: record, do not send."""
+    sent = []
+    monkeypatch.setattr("scheduler.tasks.send_tick", sent.append)
+    return sent
+
+
+@pytest.fixture
+def timeshare(live_server, fleet, ticks, tmp_path):
+    tokens = {}
+
+    def run(persona, *args, url=None, token=None, config_file=False):
+        if persona not in tokens:
+            tokens[persona] = token_for(fleet.org.users[persona])
+        env = {
+            **os.environ,
+            "TIMESHARE_URL": url or live_server.url,
+            "TIMESHARE_TOKEN": token or tokens[persona],
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "PYTHONPATH": str(ROOT),
+        }
+        env.pop("TIMESHARE_CONFIG", None)
+        if config_file:  # ~/.config/timeshare/config instead of the environment
+            path = tmp_path / "config" / "timeshare" / "config"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"[timeshare]\nurl = {env.pop('TIMESHARE_URL')}\n"
+                            f"token = {env.pop('TIMESHARE_TOKEN')}\n")
+        return subprocess.run(
+            [sys.executable, "-m", "cli", *args], env=env, capture_output=True, text=True,
+            timeout=60, cwd=tmp_path,
+        )
+
+    return run
+
+
+def ok(result):
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    return result.stdout
+
+
+def refused(result, words):
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert words in result.stderr
+    return result.stderr
+
+
+SUBMIT = ["submit", "--budget", "org/prog-a/proj-a1/exp-1", "--cluster", "h100", "--gpus", "2",
+          "--min-runtime", "1:30", "--resumable", "--"]
+
+
+def test_submit_show_and_cancel(timeshare, fleet, ticks):
+    out = ok(timeshare("researcher", *SUBMIT, "python", "train.py", "--lr", "3e-4"))
+    assert out.startswith("Submitted workload ")
+    workload = Workload.objects.get(name="python")
+    assert workload.command == "python train.py --lr 3e-4"
+    assert (workload.min_runtime, workload.resumable, workload.gpus) == (5400, True, 2)
+    assert ticks == [fleet.org.cluster.pk]
+    shown = ok(timeshare("researcher", "show", str(workload.pk)))
+    assert "State:       PENDING" in shown and "Timeline:" in shown
+    assert "protected for 90 min once started" in shown
+    ok(timeshare("researcher", "cancel", str(workload.pk)))
+    assert Workload.objects.get(pk=workload.pk).state == "CANCELLED"
+    refused(timeshare("researcher", "cancel", str(workload.pk)), "is already cancelled")
+
+
+def test_submit_json_for_scripts(timeshare):
+    out = ok(timeshare("researcher", "--json", *SUBMIT[0:], "run.sh"))
+    body = json.loads(out)
+    assert body["state"] == "PENDING" and body["name"] == "run.sh"
+    assert Workload.objects.filter(pk=body["id"]).exists()
+
+
+def test_show_running_workload_with_its_gpus(timeshare, fleet):
+    out = ok(timeshare("researcher", "show", str(fleet.run_w.pk)))
+    assert "h100-0[0,1]" in out
+    assert "proj-a1 is at 20% of its entitlement, first in rank" in out
+
+
+def test_ls_is_like_squeue(timeshare):
+    out = ok(timeshare("lead", "ls"))
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["ID", "NAME", "USER", "BUDGET"]
+    assert sorted(line.split()[1] for line in lines[1:]) == ["a2", "run", "wait"]
+    assert "needs 4 GPUs, 3 free on one host" in out
+    rows = json.loads(ok(timeshare("lead", "ls", "--json", "--state", "any", "--mine")))
+    assert sorted(w["name"] for w in rows) == ["a2", "wait"]
+    assert json.loads(ok(timeshare("outsider", "ls", "--json"))) == []
+
+
+def test_bad_submission_is_one_line_and_exit_1(timeshare, fleet, nothing_written):
+    args = [a if a != "2" else "11" for a in SUBMIT]
+    with nothing_written():
+        err = refused(timeshare("researcher", *args, "x"), "11 GPUs can never be placed")
+    assert err.startswith("timeshare: refused [gpus]: ")
+    with nothing_written():
+        refused(timeshare("bob", *SUBMIT, "x"), "You are not a member of")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["submit", "--budget", "b", "--cluster", "h100", "--gpus", "1", "--min-runtime",
+          "soon", "--", "x"], "'soon' is not a duration"),
+        (["submit", "--budget", "b", "--cluster", "h100", "--gpus", "1", "--min-runtime",
+          "0"], "give the command to run"),
+        (["submit", "--gpus", "1"], "the following arguments are required"),
+        (["show", "abc"], "invalid int value"),
+        (["frobnicate"], "invalid choice"),
+        (["requests", "approve"], "give the request's number"),
+        ([], "usage: timeshare"),
+    ],
+)
+def test_bad_usage_is_exit_2(timeshare, args, words):
+    result = timeshare("researcher", *args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert words in result.stderr
+
+
+def test_the_config_file(timeshare):
+    assert "wait" in ok(timeshare("lead", "ls", config_file=True))
+
+
+def test_missing_configuration_is_exit_2(timeshare):
+    result = timeshare("researcher", "ls", token=" ")
+    assert result.returncode == 2
+    assert "no API token" in result.stderr
+
+
+def test_unreachable_portal_is_exit_3(timeshare):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = timeshare("researcher", "ls", url=f"http://127.0.0.1:{port}")
+    assert result.returncode == 3
+    assert "cannot reach" in result.stderr
+
+
+def test_bad_token_is_refused(timeshare):
+    refused(timeshare("researcher", "ls", token="ts_forged"), "not authenticated")
+
+
+def test_usage_is_like_sshare(timeshare):
+    out = ok(timeshare("pi", "usage", "--cluster", "h100"))
+    lines = out.splitlines()
+    assert lines[0].startswith("h100: 10 GPUs")
+    assert lines[1].split() == ["BUDGET", "SHARES", "%PARENT", "%CLUSTER", "USAGE_GPUH",
+                                "ENTITLED_GPUH", "RATIO", "RANK"]
+    proj_a1 = next(line for line in lines if line.strip().startswith("proj-a1"))
+    assert proj_a1.split()[1:4] == ["50", "50.0", "35.0"]
+    tree = json.loads(ok(timeshare("pi", "usage", "--json")))
+    assert {n["path"] for n in tree["nodes"]} >= {"org", "org/prog-a/proj-a1/exp-1"}
+    refused(timeshare("outsider", "usage"), "You have no role in this organisation.")
+
+
+def test_budgets_and_setting_shares(timeshare, shares_of, fleet):
+    out = ok(timeshare("researcher", "budgets"))
+    assert "GPUH/WEEK" in out and "588" in out
+    ok(timeshare("pi", "budgets", "set", "org/prog-a/proj-a1", "60", "--reason", "hiring"))
+    assert shares_of(fleet.org.proj_a1) == 60
+    refused(timeshare("lead", "budgets", "set", "org/prog-a/proj-a1", "99"),
+            "You do not manage a budget above org/prog-a/proj-a1.")
+
+
+def test_requests_from_ask_to_approval(timeshare, fleet, shares_of):
+    out = ok(timeshare("lead", "requests", "create", "org/prog-a/proj-a1", "--shares", "75",
+                       "--reason", "new hires"))
+    assert "waiting for a decision" in out
+    request = ChangeRequest.objects.get()
+    listed = ok(timeshare("pi", "requests", "--to-decide"))
+    assert "org/prog-a/proj-a1" in listed and "yes" in listed
+    refused(timeshare("lead", "requests", "approve", str(request.pk)),
+            "Nobody approves their own request.")
+    refused(timeshare("pi", "requests", "reject", str(request.pk)),
+            "Say why the request is rejected.")
+    ok(timeshare("pi", "requests", "approve", str(request.pk), "--comment", "ok"))
+    assert shares_of(fleet.org.proj_a1) == 75
+    refused(timeshare("pi", "requests", "approve", str(request.pk)), "already approved")
+
+
+def test_operators_drain_hosts(timeshare, fleet):
+    out = ok(timeshare("operator", "hosts", "drain", "h100-1", "--reason", "ECC errors"))
+    assert out.startswith("h100-1: DRAINING")
+    assert Host.objects.get(pk=fleet.h100_1.pk).state == "DRAINING"
+    refused(timeshare("researcher", "hosts", "return", "h100-1"), "Only operators")
+    ok(timeshare("operator", "hosts", "return", str(fleet.h100_1.pk)))
+    assert "AVAILABLE" in ok(timeshare("researcher", "hosts", "--cluster", "h100"))
+
+
+def test_the_installed_console_script():
+    script = Path(sys.executable).parent / "timeshare"
+    if not script.exists():
+        pytest.skip("the package is not installed in this environment (pip install -e .)")
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert "Exit codes: 0 ok, 1 refused by the API, 2 bad usage, 3 unreachable." in result.stdout
