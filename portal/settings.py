@@ -147,6 +147,7 @@ if CELERY_BROKER_URL == "filesystem://":
     _control_dir = VAR_DIR / "celery" / "control"
     for _folder in (_queue_dir, _control_dir):
         _folder.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT = "portal.broker:Transport"  # atomic message files
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),

@@ -48,12 +48,11 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 
 from django.db.models import Case, Count, Max, OuterRef, Q, Subquery, Sum, When
-from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
 from budgets.services import depth_first, shares_by_path
-from reports.sql import Epoch, moment
+from reports.sql import Epoch, bucket_start, moment, time_bucket
 from scheduler.engine import BudgetTree, Standing, fractions
 from scheduler.models import (
     CapacityRollup,
@@ -327,12 +326,13 @@ def delivered_by_bucket(cluster, start, end, kind: str) -> dict[tuple[int, datet
     """Allocated GPU-seconds per (budget id, bucket start), buckets "hour" or "day"."""
     rows = (
         UsageRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
-        .annotate(bucket=Trunc("hour", kind))
+        .annotate(bucket=time_bucket("hour", kind))
         .values("budget_id", "bucket")
         .annotate(total=Sum("gpu_seconds"))
         .values_list("budget_id", "bucket", "total")
+        .order_by()
     )
-    return {(budget_id, bucket): total or 0.0 for budget_id, bucket, total in rows}
+    return {(budget_id, bucket_start(at, kind)): total or 0.0 for budget_id, at, total in rows}
 
 
 @dataclass
@@ -656,7 +656,7 @@ def occupancy_series(cluster, start: datetime, end: datetime, kind: str) -> list
     and unavailable (on hosts that are not healthy)."""
     rows = (
         OccupancySample.objects.filter(cluster=cluster, at__gte=start, at__lt=end)
-        .annotate(bucket=Trunc("at", kind))
+        .annotate(bucket=time_bucket("at", kind))
         .values("bucket")
         .annotate(
             total=Sum("total"), available=Sum("available"), allocated=Sum("allocated"),
@@ -668,7 +668,7 @@ def occupancy_series(cluster, start: datetime, end: datetime, kind: str) -> list
     for row in rows:
         n = row["n"]
         out.append({
-            "at": row["bucket"],
+            "at": bucket_start(row["bucket"], kind),
             "allocated": row["allocated"] / n,
             "unallocated": row["unallocated"] / n,
             "idle": (row["available"] - row["allocated"] - row["unallocated"]) / n,
@@ -763,10 +763,11 @@ def budget_series(cluster, tree: Tree, nodes: list[BudgetNode], start: datetime,
 
 def _counts_by_bucket(queryset, field: str, kind: str) -> dict[datetime, int]:
     """Rows per time bucket, counted by the database."""
-    return dict(
-        queryset.annotate(bucket=Trunc(field, kind)).order_by().values("bucket")
+    return {
+        bucket_start(at, kind): n
+        for at, n in queryset.annotate(bucket=time_bucket(field, kind)).order_by().values("bucket")
         .annotate(n=Count("id")).values_list("bucket", "n")
-    )
+    }
 
 
 def window_standing(cluster, tree: Tree, now: datetime) -> Standing:
@@ -871,14 +872,15 @@ def fleet_figures(cluster, start: datetime, end: datetime, now=None) -> dict:
     rows = (
         HostEvent.objects.filter(host__cluster=cluster, at__gte=start, at__lt=end,
                                  kind__in=REPAIR_OUTCOMES)
-        .annotate(bucket=Trunc("at", kind))
+        .annotate(bucket=time_bucket("at", kind))
         .values("bucket", "kind")
         .annotate(n=Count("id"))
         .values_list("bucket", "kind", "n")
+        .order_by()
     )
     counts: dict[str, dict[datetime, int]] = defaultdict(dict)
-    for bucket, event_kind, n in rows:
-        counts[event_kind][bucket] = n
+    for at, event_kind, n in rows:
+        counts[event_kind][bucket_start(at, kind)] = n
     totals = {k: sum(counts[k].values()) for k in REPAIR_OUTCOMES}
     ended = totals[HostEvent.Kind.REPAIR_SUCCEEDED] + totals[HostEvent.Kind.ESCALATED]
     return {

@@ -2,7 +2,9 @@
 
 from datetime import UTC, datetime
 
-from django.db.models import FloatField, Func
+from django.conf import settings
+from django.db.models import FloatField, Func, IntegerField
+from django.db.models.functions import Cast, Floor, Trunc
 
 
 class Epoch(Func):
@@ -31,3 +33,21 @@ class Epoch(Func):
 def moment(epoch: float | None) -> datetime | None:
     """An aware UTC datetime from an `Epoch` value."""
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+STEPS = {"hour": 3600, "day": 86400}
+
+
+def time_bucket(field: str, kind: str):
+    """The start of the hour or day ``field`` falls in, for GROUP BY. With the site in UTC
+    (the default) it is arithmetic on `Epoch` (bucket number = seconds // step): SQLite
+    computes Django's ``Trunc`` with a Python function per row, some 100x slower on the
+    hundreds of thousands of rollups of a year. Elsewhere ``Trunc`` (time zones, DST).
+    `bucket_start` turns the value back into a datetime."""
+    if settings.TIME_ZONE == "UTC":
+        return Cast(Floor(Epoch(field) / STEPS[kind]), IntegerField())
+    return Trunc(field, kind)
+
+
+def bucket_start(value, kind: str) -> datetime:
+    return value if isinstance(value, datetime) else moment(value * STEPS[kind])

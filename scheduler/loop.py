@@ -49,7 +49,7 @@ from scheduler.engine import (
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
-from scheduler.fleet import FleetBackend, backend_for
+from scheduler.fleet import BackendUnavailable, FleetBackend, backend_for
 from scheduler.models import (
     CapacityRollup,
     Cluster,
@@ -253,6 +253,7 @@ class TickReport:
     passes: list[Pass] = field(default_factory=list)
     finished: int = 0
     host_failures: int = 0
+    error: str = ""  # the backend was unreachable: nothing was decided (Cluster.backend_error)
 
     @property
     def decisions(self) -> list:
@@ -262,12 +263,23 @@ class TickReport:
 def tick(cluster_id: int, now: datetime | None = None) -> TickReport:
     """One tick of one cluster (see the module docstring). Returns what it did; ``skipped``
     when another tick of the same cluster is running (it will see the same work)."""
-    with transaction.atomic():
-        if not lock_cluster(cluster_id, wait=False):
-            return TickReport(cluster_id, now or timezone.now(), skipped=True)
-        now = now or timezone.now()
-        cluster = Cluster.objects.get(pk=cluster_id)
-        return _Tick(cluster, now, backend_for(cluster)).run()
+    try:
+        with transaction.atomic():
+            if not lock_cluster(cluster_id, wait=False):
+                return TickReport(cluster_id, now or timezone.now(), skipped=True)
+            now = now or timezone.now()
+            cluster = Cluster.objects.get(pk=cluster_id)
+            return _Tick(cluster, now, backend_for(cluster)).run()
+    except BackendUnavailable as error:
+        # The tick is rolled back (nothing decided on a stale view); the error is shown on the
+        # cluster's page, and the other clusters' ticks go on as usual.
+        message = str(error)[:1000]
+        log.warning("cluster %s: %s", cluster_id, message)
+        at = now or timezone.now()
+        Cluster.objects.filter(pk=cluster_id).exclude(backend_error=message).update(
+            backend_error=message, backend_error_at=at
+        )
+        return TickReport(cluster_id, at, error=message)
 
 
 def _ts(t: datetime | None) -> float | None:
@@ -326,6 +338,7 @@ class _Tick:
             else sum(h.gpus for h in self.hosts if h.state in HEALTHY)
         )
         self.poll_runs()
+        self.reconcile()
         self.poll_hosts(since)
         self.repairs()
         charge_usage(self.live.values(), self.now)
@@ -410,18 +423,85 @@ class _Tick:
             run = self.live.get(run_id)
             if run is None or run.ended:
                 continue
-            self._end_run(run, at, Run.EndReason.HOST_FAILURE)
-            w = self._workload(run.workload)
-            why = f"host {host.name} failed ({reason})"
-            if w.resumable:
-                w.state = Workload.State.PENDING
-                self._event(w, Event.Kind.REQUEUED, f"{why}: requeued, keeps its place", run=run)
-            else:
-                w.state = Workload.State.FAILED
-                w.finished = run.ended
-                self._event(w, Event.Kind.FAILED, f"{why}: not resumable, ends as FAILED", run=run)
+            self._lose(run, at, Run.EndReason.HOST_FAILURE, f"host {host.name} failed ({reason})")
         self._host_state(host, Host.State.DOWN, f"failed: {reason}")
         self._host_event(host, HostEvent.Kind.FAILED, reason)
+
+    def _lose(self, run: Run, at: datetime, end_reason: str, why: str) -> None:
+        """``run`` is gone out there: a resumable workload is requeued, the others FAILED."""
+        self._end_run(run, at, end_reason)
+        w = self._workload(run.workload)
+        if w.resumable:
+            w.state = Workload.State.PENDING
+            self._event(w, Event.Kind.REQUEUED, f"{why}: requeued, keeps its place", run=run)
+        else:
+            w.state = Workload.State.FAILED
+            w.finished = run.ended
+            self._event(w, Event.Kind.FAILED, f"{why}: not resumable, ends as FAILED", run=run)
+
+    def reconcile(self) -> None:
+        """The backend's view against the database's (``FleetBackend.reconcile``): runs it
+        lost end (requeued or FAILED), GPUs it assigned itself replace the planned ones, and
+        what needs a human is recorded on the cluster (``backend_error``)."""
+        runs = [r for r in self.live.values() if not r.ended]
+        found = self.fleet.reconcile(runs, self.hosts, self.now)
+        for run_id, backend_id in found.backend_ids.items():
+            if run_id in self.live:
+                self.live[run_id].backend_id = backend_id
+                Run.objects.filter(pk=run_id).update(backend_id=backend_id)
+        for lost in found.lost:
+            run = self.live.get(lost.run_id)
+            if run is not None and not run.ended:
+                self._lose(run, min(lost.at, self.now), lost.end_reason, lost.reason)
+        if found.placements:
+            self._move_gpus(found.placements)
+        for note in found.notes:
+            log.warning("cluster %s: %s", self.cluster.name, note)
+        problem = "; ".join(found.problems)[:1000]
+        if problem != self.cluster.backend_error:
+            Cluster.objects.filter(pk=self.cluster.pk).update(
+                backend_error=problem, backend_error_at=self.now if problem else None
+            )
+
+    def _move_gpus(self, placements: dict[int, dict[str, list[int]]]) -> None:
+        """Rewrite the held GPUs of live runs to where the backend really put them (Slurm picks
+        GPU indices itself), unless that would take a GPU another run holds."""
+        moves = {}
+        for run_id, where in placements.items():
+            run = self.live.get(run_id)
+            if run is None or run.ended or any(h not in self.host_by_name for h in where):
+                continue
+            now_held = {h: sorted(i) for h, i in self.slots.get(run_id, {}).items()}
+            wanted = {h: sorted(i) for h, i in where.items()}
+            if wanted != now_held and sum(map(len, wanted.values())) == run.gpus:
+                moves[run_id] = wanted
+        if not moves:
+            return
+        taken = {
+            (self.host_by_name[h].pk, i)
+            for run_id, slots in self.slots.items() if run_id not in moves
+            and run_id not in self.released for h, indices in slots.items() for i in indices
+        }
+        wanted_pairs = [(self.host_by_name[h].pk, i)
+                        for where in moves.values() for h, indices in where.items()
+                        for i in indices]
+        if taken & set(wanted_pairs) or len(set(wanted_pairs)) != len(wanted_pairs):
+            log.warning("cluster %s: the backend's GPU assignment %s conflicts with held GPUs",
+                        self.cluster.name, moves)
+            return
+        RunGPU.objects.filter(run_id__in=list(moves), held=True).delete()
+        RunGPU.objects.bulk_create([
+            RunGPU(run_id=run_id, host_id=self.host_by_name[h].pk, index=i)
+            for run_id, where in moves.items() for h, indices in where.items() for i in indices
+        ])
+        for run_id, where in moves.items():
+            for host_id in list(self.runs_on_host):
+                self.runs_on_host[host_id].discard(run_id)
+            for h in where:
+                self.runs_on_host[self.host_by_name[h].pk].add(run_id)
+            self.slots[run_id] = defaultdict(list, {h: list(i) for h, i in where.items()})
+            log.info("cluster %s: run %s holds %s (as assigned by the backend)",
+                     self.cluster.name, run_id, where)
 
     # -- 2. repairs ------------------------------------------------------------------------
 
@@ -698,10 +778,10 @@ class _Tick:
 
     def notify_fleet(self) -> None:
         fleet = self.fleet
-        actions = list(self.after_commit)
-        for run, placement in self.new_runs:
-            if run.ended is None:
-                actions.insert(0, lambda r=run, p=placement: _launch(fleet, r, p))
+        actions = [
+            lambda r=run, p=placement: _launch(fleet, r, p)
+            for run, placement in self.new_runs if run.ended is None
+        ] + list(self.after_commit)  # launches in the engine's order, then the rest
 
         def tell():
             for action in actions:

@@ -45,12 +45,8 @@ class Cluster(models.Model):
     )
     backend_config = models.JSONField(
         default=dict, blank=True,
-        help_text=(
-            "Backend settings. Simulated: e.g. {\"failure_rate_per_host_day\": 0.02}. Slurm: "
-            "{\"slurm_conf\": \"/etc/slurm/slurm.conf\", \"partition\": \"timeshare\", "
-            "\"repair_command\": \"scontrol reboot {host}\", \"unknown_jobs\": \"cancel\"} "
-            "(all keys: scheduler/fleet/slurm.py)."
-        ),
+        help_text="Backend settings. Slurm: slurm_conf, partition, repair_command, unknown_jobs "
+        "(scheduler/fleet/slurm.py); simulated: e.g. failure_rate_per_host_day.",
     )
     # The last problem the backend reported (Slurm unreachable, jobs Timeshare did not start),
     # shown on the cluster page; cleared by the next tick that reaches the backend.

@@ -10,8 +10,14 @@ from rest_framework.test import APIClient
 from portal.models import ApiToken
 
 
-def token_for(user) -> str:
+def create_token(user) -> str:
     return ApiToken.objects.create_token(user, "tests")[1]
+
+
+@pytest.fixture
+def token_for(db):
+    """`token_for(user)`: a new API token of the user (the secret)."""
+    return create_token
 
 
 @pytest.fixture
@@ -22,7 +28,7 @@ def api_for(org):
         if persona not in clients:
             client = APIClient()
             if persona is not None:
-                key = token_for(org.users[persona])
+                key = create_token(org.users[persona])
                 client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
             clients[persona] = client
         return clients[persona]

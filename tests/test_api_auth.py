@@ -7,7 +7,6 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from fixtures_api import token_for
 from rest_framework.test import APIClient
 
 from portal.models import ApiToken, digest
@@ -21,7 +20,7 @@ def bearer(key):
     return client
 
 
-def test_a_token_authenticates_as_its_user(org):
+def test_a_token_authenticates_as_its_user(org, token_for):
     key = token_for(org.pi)
     assert bearer(key).get("/api/requests/").status_code == 200
     token = ApiToken.objects.get(user=org.pi)
@@ -31,7 +30,7 @@ def test_a_token_authenticates_as_its_user(org):
     assert client.get("/api/requests/").status_code == 200
 
 
-def test_only_a_digest_is_stored(org):
+def test_only_a_digest_is_stored(org, token_for):
     key = token_for(org.pi)
     token = ApiToken.objects.get(user=org.pi)
     assert token.digest == digest(key) and key not in (token.digest, token.prefix)
@@ -47,7 +46,7 @@ def test_bad_tokens_are_401(org, header):
     assert response.json()["detail"]
 
 
-def test_expired_token_and_inactive_user(org):
+def test_expired_token_and_inactive_user(org, token_for):
     key = token_for(org.pi)
     ApiToken.objects.update(expires=timezone.now() - timedelta(seconds=1))
     assert bearer(key).get("/api/workloads/").status_code == 401
@@ -73,7 +72,7 @@ def test_token_page_creates_shows_once_and_revokes(org, client_for):
     assert bearer(key).get("/api/workloads/").status_code == 401
 
 
-def test_token_page_refuses_bad_input_and_other_peoples_tokens(org, client_for):
+def test_token_page_refuses_bad_input_and_other_peoples_tokens(org, client_for, token_for):
     assert client_for("pi").post("/api/tokens/", {"name": ""}).status_code == 422
     token_for(org.ceo)
     other = ApiToken.objects.get(user=org.ceo)

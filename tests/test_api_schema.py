@@ -9,7 +9,8 @@ derandomized so that a failure reproduces."""
 
 import pytest
 import schemathesis
-from fixtures_api import token_for
+from django.core import signals
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import (
@@ -24,6 +25,8 @@ from schemathesis.checks import (
 from budgets import services
 from portal.wsgi import application
 
+pytest_plugins = ["fixtures_api"]  # token_for(user)
+
 EXAMPLES = 10
 
 CHECKS = [
@@ -34,6 +37,17 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
+
+
+@pytest.fixture(autouse=True)
+def keep_the_test_connection():
+    """Like Django's test client: the WSGI app must not close the test's database connection
+    at the end of each request (it holds the test's transaction)."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
 
 
 def operations():
@@ -69,7 +83,7 @@ def exercise(operation, mode, headers, path_parameters=None):
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 @pytest.mark.parametrize("persona", ["researcher", "operator"])
-def test_api_conforms_to_its_schema(fleet, persona, mode):
+def test_api_conforms_to_its_schema(fleet, token_for, persona, mode):
     headers = {"Authorization": f"Bearer {token_for(fleet.org.users[persona])}"}
     found = operations()
     assert len(found) >= 19

@@ -98,7 +98,8 @@ def test_filters_never_widen_what_one_may_see(fleet, api_for):
 @pytest.mark.parametrize(
     ("query", "field"),
     [({"state": "SLEEPING"}, "state"), ({"cluster": "nope"}, "cluster"),
-     ({"budget": "org/none"}, "budget"), ({"scope": "everyone"}, "scope")],
+     ({"budget": "org/none"}, "budget"), ({"scope": "everyone"}, "scope"),
+     ({"budget": "org\x00"}, "query")],  # PostgreSQL cannot even compare a NUL
 )
 def test_invalid_filter_is_a_400_that_says_which(fleet, api_for, query, field):
     response = api_for("ceo").get(LIST, query)
@@ -184,8 +185,9 @@ def test_submit_unallocated(fleet, api_for):
         ({"name": ""}, "name", "may not be blank"),
         ({"name": "x" * 101}, "name", "no more than 100 characters"),
         ({"command": "   "}, "command", "may not be blank"),
-        ({"command": "a\x00b"}, "command", "Null characters are not allowed"),
+        ({"command": "a\x00b"}, "body", "NUL characters are not allowed"),
         ({"cluster": "nope"}, "cluster", "does not exist"),
+        ({"cluster": "h1\x0000"}, "body", "NUL characters are not allowed"),
         ({"budget": "org/nowhere"}, "budget", "does not exist"),
         # proj-a1 has a child: work is charged to exp-1.
         ({"budget": "org/prog-a/proj-a1"}, "budget", "is not a leaf budget"),

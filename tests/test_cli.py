@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures_api import token_for
 
 from budgets.models import ChangeRequest
 from scheduler.models import Host, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["fixtures_api"]  # token_for(user)
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def ticks(monkeypatch):
 
 
 @pytest.fixture
-def timeshare(live_server, fleet, ticks, tmp_path):
+def timeshare(live_server, fleet, ticks, tmp_path, token_for):
     tokens = {}
 
     def run(persona, *args, url=None, token=None, config_file=False):

@@ -27,7 +27,7 @@ def test_backend_for_picks_the_simulated_fleet_and_it_implements_the_interface()
     assert isinstance(backend_for(cluster()), SimulatedFleet)
     assert issubclass(BACKENDS["simulated"], FleetBackend)
     with pytest.raises(ValueError, match="unknown fleet backend"):
-        backend_for(SimpleNamespace(name="x", backend="slurm", backend_config={}))
+        backend_for(SimpleNamespace(name="x", backend="kubernetes", backend_config={}))
 
 
 def test_runs_finish_after_their_expected_duration_with_their_exit_code():

@@ -130,3 +130,23 @@ def test_query_counts_do_not_grow_with_the_tree(recent):
                                 cluster=recent.cluster, gpus=1, min_runtime=60, command="x",
                                 submitted=recent.now - timedelta(hours=2))
     assert counts() == before
+
+
+def test_every_chart_is_a_valid_plotly_figure(recent):
+    """The figures are written as plain dicts (no plotly validation per request): plotly's
+    own Figure class checks every property name and value here."""
+    import plotly.graph_objects as go
+
+    client = recent.client_for("ceo")
+    bodies = [
+        client.get(reverse("reports:dashboards")).content.decode(),
+        client.get(reverse("reports:cluster", args=["h100"]), {"range": "day"}).content.decode(),
+        client.get(reverse("reports:cluster", args=["h100"])).content.decode(),
+    ]
+    ids = [figure_id for body in bodies for figure_id in
+           re.findall(r'<script id="([\w-]+)" type="application/json">', body)]
+    assert {"trend-h100", "fig-occupancy", "fig-budgets", "fig-waits", "fig-pending",
+            "fig-preemptions", "fig-fleet"} <= set(ids)
+    for body in bodies:
+        for figure_id in re.findall(r'<script id="([\w-]+)" type="application/json">', body):
+            go.Figure(figure(body, figure_id))  # raises on an unknown or invalid property

@@ -70,8 +70,8 @@ def tiny(db, settings):
     workload(b, HOUR, t0 + timedelta(minutes=30), t0 + timedelta(hours=2), 1, False)
     hour = t0.replace(minute=0, second=0)
     for budget, offset, gpu_hours in [(a, 0, 4), (a, 1, 4), (b, 2, 4)]:
-        UsageRollup.objects.create(cluster=cluster, budget=budget,
-                                   hour=hour + timedelta(hours=offset), gpu_seconds=gpu_hours * HOUR)
+        UsageRollup.objects.create(cluster=cluster, budget=budget, gpu_seconds=gpu_hours * HOUR,
+                                   hour=hour + timedelta(hours=offset))
     roll_up_capacity(cluster, cluster.created, now)
     clients = {}
     for name, user in users.items():

@@ -16,6 +16,7 @@ from budgets import services
 from budgets.api import serializers as s
 from budgets.models import BudgetNode, ChangeRequest
 from budgets.permissions import can_decide, can_edit_shares, can_request_change
+from portal.api.base import RejectNulMixin
 from portal.api.exceptions import Conflict
 from portal.api.permissions import HasRole
 from reports import metrics
@@ -89,7 +90,7 @@ def tree(user, cluster, now=None) -> dict:
     }
 
 
-class BudgetTreeView(APIView):
+class BudgetTreeView(RejectNulMixin, APIView):
     """Budgets are public inside the organisation: anyone with a role reads the whole tree."""
 
     permission_classes = [IsAuthenticated, HasRole]
@@ -105,7 +106,7 @@ class BudgetTreeView(APIView):
 @extend_schema_view(
     retrieve=extend_schema(summary="A budget with its allocations on every cluster")
 )
-class BudgetViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class BudgetViewSet(RejectNulMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = s.BudgetNodeSerializer
     permission_classes = [IsAuthenticated, HasRole]
 
@@ -149,7 +150,7 @@ REQUEST_FILTERS = [
     ),
 )
 class ChangeRequestViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+    RejectNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     """Requesters see their own requests, managers those in their subtree."""
 
@@ -269,7 +270,7 @@ class ChangeRequestViewSet(
         return self._detail(change_request)
 
 
-class UsageView(APIView):
+class UsageView(RejectNulMixin, APIView):
     """Usage per budget node over a period: the review report's figures (reports.metrics)."""
 
     @extend_schema(

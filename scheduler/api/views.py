@@ -10,6 +10,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
+from portal.api.base import RejectNulMixin
 from portal.api.permissions import HasRole, IsOperator
 from scheduler import services
 from scheduler import status as fleet_status
@@ -48,7 +49,9 @@ def form_errors(form) -> ValidationError:
         responses=s.WorkloadDetailSerializer,
     ),
 )
-class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class WorkloadViewSet(
+    RejectNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     serializer_class = s.WorkloadSerializer
 
     def get_queryset(self):
@@ -101,7 +104,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return self._detail(self.get_queryset().get(pk=workload.pk))
 
 
-class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+class ClusterViewSet(RejectNulMixin, viewsets.ReadOnlyModelViewSet):
     """Clusters with GPUs and hosts by state and the queue's length (anyone with a role)."""
 
     serializer_class = s.ClusterSerializer
@@ -148,7 +151,7 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
         responses=s.HostDetailSerializer,
     ),
 )
-class HostViewSet(viewsets.ReadOnlyModelViewSet):
+class HostViewSet(RejectNulMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = s.HostSerializer
     permission_classes = [IsAuthenticated, HasRole]
 

@@ -54,8 +54,15 @@ def ratio(used: float, fraction: float, capacity: float) -> float:
     return used / ent
 
 
+PERCENT_CAP = 10.0  # ratios above 1000% read as ">1000%" (a young cluster's tiny capacity)
+
+
 def percent(r: float) -> str:
-    return "no allocation" if r == INF else f"{r * 100:.0f}%"
+    """A ratio as people read it: "40%", "180%"; past 1000% only ">1000%" (on a cluster a few
+    minutes old the entitlement is a few GPU-minutes, and "1507849%" says nothing more)."""
+    if r == INF:
+        return "no allocation"
+    return ">1000%" if r > PERCENT_CAP else f"{r * 100:.0f}%"
 
 
 class Standing:

@@ -1,9 +1,18 @@
 """The fleet: how the loop talks to GPU hosts. ``backend_for(cluster)`` picks the backend."""
 
-from .base import Finished, FleetBackend, HealthSignal, HostHealth
+from .base import (
+    BackendUnavailable,
+    Finished,
+    FleetBackend,
+    HealthSignal,
+    HostHealth,
+    Lost,
+    Reconciliation,
+)
 from .simulated import SimulatedFleet
+from .slurm import SlurmFleet
 
-BACKENDS: dict[str, type[FleetBackend]] = {"simulated": SimulatedFleet}
+BACKENDS: dict[str, type[FleetBackend]] = {"simulated": SimulatedFleet, "slurm": SlurmFleet}
 
 
 def backend_for(cluster) -> FleetBackend:
@@ -17,10 +26,14 @@ def backend_for(cluster) -> FleetBackend:
 
 __all__ = [
     "BACKENDS",
+    "BackendUnavailable",
     "Finished",
     "FleetBackend",
     "HealthSignal",
     "HostHealth",
+    "Lost",
+    "Reconciliation",
     "SimulatedFleet",
+    "SlurmFleet",
     "backend_for",
 ]

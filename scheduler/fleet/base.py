@@ -16,7 +16,12 @@ poll_runs       ``squeue --json`` / ``sacct --json`` for finished jobs + exit co
 poll_hosts      ``sinfo --json`` (node state, reason, last busy/heartbeat)
 drain / resume  ``scontrol update NodeName=... State=DRAIN Reason=...`` / ``State=RESUME``
 repair          site hook (reboot, GPU reset, health check); True when healthy again
+reconcile       every tick: jobs Slurm lost (-> Lost), jobs nobody owns (cancel or report),
+                GPU indices Slurm chose, node drain states (``scheduler/fleet/slurm.py``)
 ==============  ==============================================================
+
+``BackendUnavailable`` (Slurm unreachable) aborts the cluster's tick: the loop records the
+message on the cluster (``Cluster.backend_error``) and the other clusters go on.
 """
 
 from __future__ import annotations
@@ -57,6 +62,39 @@ class HostHealth:
     signals: list[HealthSignal] = field(default_factory=list)
 
 
+class BackendUnavailable(RuntimeError):
+    """The resource manager cannot be reached (Slurm down, no configuration, timeout). The
+    loop abandons the cluster's tick, records the message on the cluster for its page, and
+    keeps scheduling the other clusters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """A live run the resource manager no longer has (its job vanished, never started, or
+    died with its node): requeued if resumable, else FAILED."""
+
+    run_id: int
+    at: datetime
+    reason: str
+    end_reason: str = "failed"  # Run.EndReason: "host_failure" when its node died
+
+
+@dataclass(slots=True)
+class Reconciliation:
+    """What ``reconcile`` found while putting the backend's view and Timeshare's in agreement.
+
+    ``lost``: runs to end (requeue or fail). ``placements``: where live runs really hold GPUs
+    ({run id: {host: [index, ...]}}, when the resource manager picks indices itself).
+    ``backend_ids``: backend ids found for runs that had none recorded yet. ``notes``: what
+    was put right (logged). ``problems``: what needs a human (shown on the cluster page)."""
+
+    lost: list[Lost] = field(default_factory=list)
+    placements: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    backend_ids: dict[int, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
 class FleetBackend(ABC):
     """One cluster's hosts. Constructed per tick from ``cluster`` (cheap, no I/O)."""
 
@@ -95,3 +133,11 @@ class FleetBackend(ABC):
     @abstractmethod
     def repair(self, host, now: datetime) -> bool:
         """Run the automatic repair and health check; True when the host is healthy."""
+
+    def reconcile(self, runs, hosts, now: datetime) -> Reconciliation:
+        """Every tick, after ``poll_runs``: put the backend's view and Timeshare's in agreement
+        (``runs``: the live runs with their workload; ``hosts``: the cluster's hosts). A
+        backend that cannot disagree with the database (the simulated fleet) has nothing to
+        do."""
+        return Reconciliation()
+

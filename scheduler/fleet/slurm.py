@@ -36,7 +36,9 @@ Timeshare's decision: a new run, a new job) in a partition whose own preemption 
     ``{partition}`` (e.g. ``"scontrol reboot {host}"``, or a GPU reset and health script);
     exit status 0 means it did its part. It is not run again while Slurm reports the node
     rebooting. Then the health check: the node must be known to Slurm, responding, not DOWN
-    by failure and not drained by someone else. The loop then resumes it in Slurm.
+    and not drained by someone else (their maintenance: it comes back when they resume it).
+    A node still DOWN is taken out of DOWN but kept drained, and checked at the next attempt.
+    On success the loop resumes it in Slurm.
 ``repair_timeout`` (120), ``command_timeout`` (20)
     seconds allowed to the repair command and to each Slurm command.
 ``launch_timeout`` (120)
@@ -58,8 +60,10 @@ jobs no live run owns are cancelled or reported (``unknown_jobs``); node drain s
 back in agreement with Timeshare's host states (a host that is not AVAILABLE is drained in
 Slurm with the reason ``timeshare: ...``; an AVAILABLE host drained by Timeshare is resumed).
 A node drained in Slurm by someone else is a health signal: Timeshare drains the host too.
-A node DOWN or not responding, or a job ended by NODE_FAIL, is a lost host: its runs are
-requeued or failed and the repair workflow starts.
+A node DOWN, or a job of a live run ended by NODE_FAIL, is a lost host: its runs are
+requeued or failed and the repair workflow starts. A node not responding gets no heartbeat
+(the loop's ``heartbeat_timeout`` ends a long silence; Slurm sets it DOWN after its own
+``SlurmdTimeout``).
 
 Without an accounting database, finished jobs stay in ``squeue`` for ``MinJobAge`` (300 s by
 default): a run whose job ended while no tick ran for longer than that is reported lost.
@@ -256,7 +260,8 @@ class SlurmFleet(FleetBackend):
         self.launch_timeout = float(c.get("launch_timeout", 120))
         self.bin_dir = c.get("bin_dir") or ""
         self._jobs: list[dict] | None = None
-        self._nodes: list[dict] | None = None
+        self._nodes: dict[str, dict] | None = None
+        self._node_failures: dict[str, str] = {}
         self.name_pattern = re.compile(re.escape(self.prefix) + r"-(\d+)$")
 
     # -- commands ------------------------------------------------------------------------------
@@ -468,12 +473,11 @@ class SlurmFleet(FleetBackend):
         by_run: dict[int, dict] = {}
         for job in jobs:
             run_id = self.run_of(job)
-            if run_id is not None and run_id in live:
-                # The newest job of that name (a job id reused by another installation is
-                # not ours).
-                if run_id not in by_run or _number(job.get("job_id")) > _number(
-                        by_run[run_id].get("job_id")):
-                    by_run[run_id] = job
+            if run_id is None or run_id not in live:
+                continue
+            if run_id not in by_run or _number(job.get("job_id")) > _number(
+                    by_run[run_id].get("job_id")):
+                by_run[run_id] = job  # the newest job of that name
         owned: set[str] = set()
         for run in runs:
             job = by_id.get(run.backend_id) if run.backend_id else None
@@ -490,6 +494,11 @@ class SlurmFleet(FleetBackend):
                         result.placements[run.pk] = gpus
                 if state in LOST and run.signalled_at is None:
                     reason = job.get("state_reason") or state
+                    if state != "PREEMPTED":  # its node died: a health signal (poll_hosts)
+                        for node in expand_hostlist(job.get("nodes") or ""):
+                            self._node_failures.setdefault(
+                                node, f"Slurm: node failure ended job {job.get('job_id')} "
+                                f"({reason})")
                     result.lost.append(Lost(
                         run.pk, max(run.started, min(now, _when(job.get("end_time"), now))),
                         f"Slurm job {job.get('job_id')} ended {state} ({reason}) on "
@@ -555,14 +564,9 @@ class SlurmFleet(FleetBackend):
     def poll_hosts(self, hosts, since: datetime, now: datetime) -> HostHealth:
         health = HostHealth()
         nodes = self.nodes()
-        failed: dict[str, str] = {}
-        for job in self.jobs():
-            if _state(job) == "NODE_FAIL" and since < _when(job.get("end_time"), now) <= now:
-                for name in expand_hostlist(job.get("nodes") or ""):
-                    failed.setdefault(
-                        name, f"Slurm: node failure ended job {job.get('job_id')} "
-                        f"({job.get('state_reason') or 'NODE_FAIL'})"
-                    )
+        # Nodes whose failure ended a live run's job (found by reconcile(), earlier in the
+        # tick): Slurm may have returned the node to service already (ReturnToService=2).
+        failed = dict(self._node_failures)
         for host in hosts:
             node = nodes.get(host.name)
             if node is None:
@@ -573,6 +577,10 @@ class SlurmFleet(FleetBackend):
                 continue
             down = node_down(node)
             reason = node.get("reason") or ""
+            if down == "not responding":
+                # No heartbeat (the loop's heartbeat_timeout ends a long silence); Slurm itself
+                # sets the node DOWN after its SlurmdTimeout. A resumed node answers late.
+                continue
             if down:
                 health.signals.append(HealthSignal(
                     host.name, "lost_heartbeat", now,
@@ -641,7 +649,17 @@ class SlurmFleet(FleetBackend):
                 return False
             self._nodes = None  # look again after the command
         node = self.nodes().get(host.name)
-        if node is None or node_down(node) == "not responding" or rebooting:
+        if node is None or rebooting:
+            return False
+        down = node_down(node)
+        if down == "not responding":
+            return False
+        if down:
+            # Bring it out of DOWN, but keep it drained until Timeshare takes it back: the next
+            # attempt sees whether it answers.
+            self._update(host.name, "RESUME")
+            self._update(host.name, "DRAIN", f"{host.state}: {host.state_reason}")
+            self._nodes = None
             return False
         flags = _flags(node)
         if flags & {"FAIL", "FAILING", "INVALID", "INVAL"}:

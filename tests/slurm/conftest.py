@@ -67,7 +67,7 @@ def clean_slurm(slurm_conf):
 
 
 @pytest.fixture
-def slurm_lab(lab, clean_slurm, tmp_path):
+def slurm_lab(lab, clean_slurm, tmp_path):  # noqa: F811 - the lab fixture
     """The lab (tests/test_loop_setup.py) on the live Slurm: its hosts are Slurm's nodes
     n1..n4 (8 GPUs each), synced with ``manage.py slurm_sync``; grace 3 s, repairs after 1 s.
     ``use_hosts(slurm_lab, "n1", ...)`` keeps only some of them in Timeshare."""
@@ -90,3 +90,4 @@ def slurm_lab(lab, clean_slurm, tmp_path):
     lab.cluster = cluster
     lab.hosts = list(Host.objects.filter(cluster=cluster).order_by("name"))
     return lab
+

@@ -147,10 +147,11 @@ def test_cancel_cancels_the_job(slurm_lab):
 
 def test_preemption_signals_every_process_then_cancels_after_the_grace(slurm_lab, tmp_path):
     marker = tmp_path / "term"
-    w = workload(slurm_lab, f"trap 'echo TERM >> {marker}' TERM\n"
+    w = workload(slurm_lab, f"trap 'echo TERM >> {marker}' TERM\necho trapping\n"
                  "while true; do sleep 1 & wait $!; done")
     run = started_in_slurm(slurm_lab, w)
     fleet = SlurmFleet(slurm_lab.cluster)
+    wait_for(lambda: "trapping" in _lines(fleet.output_path(w)), what="the trap set")
     fleet.signal(run)
     wait_for(lambda: marker.exists(), what="the TERM marker")
     assert job(run.backend_id)["job_state"] == "RUNNING"  # trapped: keeps running
@@ -253,7 +254,8 @@ def test_a_node_drained_by_someone_else_drains_the_host(slurm_lab):
     tick(slurm_lab)
     host.refresh_from_db()
     assert host.state in ("DRAINING", "DRAINED")
-    assert "drained in Slurm by root: bad fan" in host.state_reason
+    signal = host.events.get(kind="health_signal")
+    assert signal.reason == "drained in Slurm by root: bad fan"
     assert nodes()["n3"]["reason"] == "bad fan"  # their reason stays visible in Slurm
 
 

@@ -8,9 +8,9 @@ from scheduler.fleet import backend_for
 from scheduler.fleet.base import BackendUnavailable
 from scheduler.fleet.slurm import (
     SlurmFleet,
+    exit_status,
     expand_hostlist,
     expand_indices,
-    exit_status,
     job_gpus,
     node_down,
     node_drained,
