@@ -102,8 +102,9 @@ def budgets(times: list, nodes: list, series: dict) -> dict:
                    traces)
 
 
-def waits(classes: list[dict]) -> dict:
-    """Median and p95 queue wait per class, in minutes."""
+def waits(classes: list[dict], title: str = "Queue wait by class (starts)",
+          xtitle: str | None = None) -> dict:
+    """Median and p95 queue wait per class (or ratio band), in minutes."""
     names = [f"{c['name']} ({c['count']})" for c in classes]
     traces = [
         {"type": "bar", "x": names,
@@ -111,7 +112,8 @@ def waits(classes: list[dict]) -> dict:
          "name": label, "marker": {"color": color}}
         for key, label, color in [("median", "median", "#2563eb"), ("p95", "p95", "#b45309")]
     ]
-    return _figure(_layout("Queue wait by class (starts)", yaxis={"title": {"text": "minutes"}},
+    xaxis = {"title": {"text": xtitle}} if xtitle else {}
+    return _figure(_layout(title, yaxis={"title": {"text": "minutes"}}, xaxis=xaxis,
                            barmode="group", hovermode="closest"), traces)
 
 
@@ -136,6 +138,28 @@ def preemptions(times: list, preempted: list, requeued: list) -> dict:
          "marker": {"color": "#93c5fd"}},
     ]
     return _figure(_layout("Preemptions and requeues", barmode="group"), traces)
+
+
+STATE_COLORS = {
+    "AVAILABLE": "#15803d",
+    "DRAINING": "#facc15",
+    "DRAINED": "#f97316",
+    "REPAIRING": "#7c3aed",
+    "DOWN": "#b91c1c",
+    "ESCALATED": "#1f2937",
+}
+
+
+def host_states(times: list, hosts_in: dict[str, list]) -> dict:
+    """Stacked area: mean hosts in each state per bucket."""
+    x = _x(times)
+    traces = [
+        {"type": "scatter", "x": x, "y": _round(values), "name": state.capitalize(),
+         "stackgroup": "hosts", "mode": "lines",
+         "line": {"width": 0.5, "color": STATE_COLORS.get(state, "#9ca3af")}}
+        for state, values in hosts_in.items()
+    ]
+    return _figure(_layout("Host states", yaxis={"title": {"text": "hosts"}}), traces)
 
 
 def host_events(times: list, events: dict[str, list]) -> dict:

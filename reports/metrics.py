@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-from django.db.models import Case, Count, Max, OuterRef, Q, Subquery, Sum, When
+from django.db.models import Case, Count, Exists, Max, OuterRef, Q, Subquery, Sum, When
 from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
@@ -737,28 +737,120 @@ def latest_pyramid(cluster, tree: Tree, now=None, report: Report | None = None
     ), last.at
 
 
+@dataclass
+class History:
+    """What the cluster charts read of the budgets, loaded once per page: the shares in force,
+    the capacity and the allocated usage per chart bucket, from a fair-share window before the
+    range (``lead``: the window rounded to whole buckets, at least one) to its elapsed end."""
+
+    start: datetime
+    until: datetime
+    step: timedelta
+    kind: str
+    lead: timedelta
+    segments: list[ShareSegment]
+    capacity: Capacity
+    delivered: dict[datetime, dict[int, float]]  # bucket start -> budget id -> GPU-seconds
+
+    @classmethod
+    def load(cls, cluster, tree: Tree, start: datetime, end: datetime, now=None) -> History:
+        now = now or timezone.now()
+        until = period_until(start, end, now)
+        step, kind = step_for(start, end)
+        lead = step * max(1, round(cluster.window / step.total_seconds()))
+        first = start - lead
+        segments = share_segments(cluster, tree, first, until)
+        capacity = Capacity.load(cluster, first, until,
+                                 cuts=[start, *(seg.start for seg in segments)])
+        delivered: dict[datetime, dict[int, float]] = defaultdict(dict)
+        for (budget_id, bucket), total in delivered_by_bucket(cluster, first, until,
+                                                              kind).items():
+            delivered[bucket][budget_id] = total
+        return cls(start, until, step, kind, lead, segments, capacity, delivered)
+
+
 def budget_series(cluster, tree: Tree, nodes: list[BudgetNode], start: datetime,
-                  end: datetime, now=None) -> dict:
+                  end: datetime, now=None, history: History | None = None) -> dict:
     """Delivered and entitlement GPU-h per bucket for each of `nodes` (subtree sums)."""
-    now = now or timezone.now()
-    until = period_until(start, end, now)
-    step, kind = step_for(start, end)
+    history = history or History.load(cluster, tree, start, end, now)
+    until, step = history.until, history.step
     times = buckets(start, until, step)
-    segments = share_segments(cluster, tree, start, until)
-    capacity = Capacity.load(cluster, start, until, cuts=[seg.start for seg in segments])
-    raw = delivered_by_bucket(cluster, start, until, kind)
-    per_bucket: dict[datetime, dict[int, float]] = defaultdict(dict)
-    for (budget_id, bucket), total in raw.items():
-        per_bucket[bucket][budget_id] = total
     series = {node.pk: {"delivered": [], "entitlement": []} for node in nodes}
     for t in times:
         b = min(t + step, until)
-        entitled, _, _ = entitlement_seconds(segments, capacity, t, b)
-        delivered = tree.subtree_sums(per_bucket.get(t, {}))
+        entitled, _, _ = entitlement_seconds(history.segments, history.capacity, t, b)
+        delivered = tree.subtree_sums(history.delivered.get(t, {}))
         for node in nodes:
             series[node.pk]["delivered"].append(delivered.get(node.pk, 0.0) / HOUR)
             series[node.pk]["entitlement"].append(entitled.get(node.pk, 0.0) / HOUR)
     return {"times": times, "series": series}
+
+
+# Waits by the budget's ratio when the wait began: (label, upper bound, exclusive).
+RATIO_BANDS = [
+    ("under 50%", 0.5),
+    ("50-90%", 0.9),
+    ("90-110%", 1.1),
+    ("110-200%", 2.0),
+    ("200% and over", math.inf),
+]
+
+
+def ratio_band(value: float) -> str:
+    for label, upper in RATIO_BANDS:
+        if value < upper:
+            return label
+    return RATIO_BANDS[-1][0]
+
+
+class BucketRatios:
+    """A budget's fair-share ratio at the start of each chart bucket, as the scheduler defines
+    it (usage / entitlement over the lookback window, subtrees included; no shares: infinite),
+    with the window rounded to whole buckets (``History.lead``): allocated GPU-seconds charged
+    in the window's buckets over fraction x healthy GPU-seconds of the same stretch."""
+
+    def __init__(self, history: History, tree: Tree):
+        self.history, self.tree = history, tree
+        self.origin = history.start.timestamp()
+        self.step = history.step.total_seconds()
+        self._entitled: dict[int, tuple[dict[int, float], dict[int, float]]] = {}
+        self._usage: dict[int, dict[int, float]] = {}
+        self._within: dict[int, list[int]] = {}
+
+    def _descendants(self, pk: int) -> list[int]:
+        if pk not in self._within:
+            node = self.tree.by_pk.get(pk)
+            self._within[pk] = [pk] if node is None else [
+                n.pk for n in self.tree.nodes
+                if n.path == node.path or n.path.startswith(node.path + "/")
+            ]
+        return self._within[pk]
+
+    def at(self, budget_id: int, opened: float) -> float:
+        """The ratio at the start of the bucket ``opened`` falls in (the range's first bucket
+        for a wait that began before the range)."""
+        index = max(0, int((opened - self.origin) // self.step))
+        h = self.history
+        t = h.start + index * h.step
+        if index not in self._entitled:
+            entitled, _, fraction_time = entitlement_seconds(h.segments, h.capacity,
+                                                             t - h.lead, t)
+            self._entitled[index] = (entitled, fraction_time)
+            usage: dict[int, float] = defaultdict(float)
+            bucket = t - h.lead
+            while bucket < t:
+                for pk, total in h.delivered.get(bucket, {}).items():
+                    usage[pk] += total
+                bucket += h.step
+            self._usage[index] = usage
+        entitled, fraction_time = self._entitled[index]
+        if not fraction_time.get(budget_id):
+            return math.inf  # no shares in the window: no claim at all
+        used = sum(self._usage[index].get(pk, 0.0) for pk in self._descendants(budget_id))
+        basis = entitled.get(budget_id, 0.0)
+        if basis <= 0:
+            return 0.0 if used <= 0 else math.inf
+        return used / basis
 
 
 def _counts_by_bucket(queryset, field: str, kind: str) -> dict[datetime, int]:
@@ -795,24 +887,24 @@ def window_standing(cluster, tree: Tree, now: datetime) -> Standing:
     return Standing(BudgetTree(shares), dict(usage), capacity)
 
 
-def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None) -> dict:
-    """Waits by class, mean pending GPUs per top-level budget per bucket, preemptions and
-    requeues per bucket."""
+PENDING_TOP = 8  # leaf budgets drawn one by one in the pending chart; the rest as "others"
+
+
+def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None,
+                  history: History | None = None) -> dict:
+    """Waits by class and by the budget's ratio when the wait began, mean pending GPUs per
+    leaf budget per bucket (the `PENDING_TOP` leaves that waited most, the rest summed as
+    "others"), preemptions and requeues per bucket."""
     now = now or timezone.now()
-    until = period_until(start, end, now)
-    step, kind = step_for(start, end)
+    history = history or History.load(cluster, tree, start, end, now)
+    until = history.until
+    step, kind = history.step, history.kind
     times = buckets(start, until, step)
     host_gpus = cluster.hosts.aggregate(most=Max("gpus"))["most"] or 8
-    # a leaf's pending GPUs count for the child of the root it belongs to
-    top_of: dict[int, BudgetNode] = {}
-    for node in tree.nodes:
-        parent = tree.by_pk.get(node.parent_id)
-        if parent is None or parent.parent_id is None:
-            top_of[node.pk] = node
-        else:
-            top_of[node.pk] = top_of[parent.pk]
+    ratios = BucketRatios(history, tree)
     waits: dict[str, list[float]] = defaultdict(list)
-    pending: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(times))
+    by_band: dict[str, list[float]] = defaultdict(list)
+    pending: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(times))
     edges = [t.timestamp() for t in times] + [until.timestamp()]
     s0, s_end = start.timestamp(), end.timestamp()
     requeues = [0] * len(times)
@@ -821,36 +913,52 @@ def queue_figures(cluster, tree: Tree, start: datetime, end: datetime, now=None)
             requeues[bisect.bisect_right(edges, stay.opened) - 1] += 1
         if stay.started and s0 <= stay.closed < s_end:
             waits[stay.kind(host_gpus)].append(stay.wait)
+            if stay.allocated:
+                by_band[ratio_band(ratios.at(stay.budget_id, stay.opened))].append(stay.wait)
         if not stay.allocated:
             continue
-        top = top_of.get(stay.budget_id)
-        label = top.name if top else "?"
         # only the buckets the stay overlaps
         first = max(0, bisect.bisect_right(edges, stay.opened) - 1)
         last = bisect.bisect_left(edges, stay.closed if stay.closed is not None else edges[-1])
+        row = pending[stay.budget_id]
         for i in range(first, min(last, len(times))):
             a, b = edges[i], edges[i + 1]
-            pending[label][i] += stay.gpus * stay.pending_seconds(a, b) / (b - a)
+            row[i] += stay.gpus * stay.pending_seconds(a, b) / (b - a)
     classes = ["debug", "small", "large", "unallocated"]
     preempted = _counts_by_bucket(
         Run.objects.filter(workload__cluster=cluster, end_reason=Run.EndReason.PREEMPTED,
                            ended__gte=start, ended__lt=end), "ended", kind)
 
+    def summary(name, values):
+        return {"name": name, "count": len(values), "median": quantile(values, 0.5),
+                "p95": quantile(values, 0.95)}
+
     return {
         "times": times,
-        "classes": [
-            {
-                "name": name,
-                "count": len(waits[name]),
-                "median": quantile(waits[name], 0.5),
-                "p95": quantile(waits[name], 0.95),
-            }
-            for name in classes
-        ],
-        "pending": dict(sorted(pending.items())),
+        "classes": [summary(name, waits[name]) for name in classes],
+        "bands": [summary(label, by_band[label]) for label, _ in RATIO_BANDS],
+        "pending": top_pending(tree, pending, PENDING_TOP),
         "preemptions": [preempted.get(t, 0) for t in times],
         "requeues": requeues,
     }
+
+
+def top_pending(tree: Tree, pending: dict[int, list[float]], top: int) -> dict[str, list]:
+    """The `top` budgets with the most pending GPU-time, by path below the root, most first,
+    then the others summed."""
+    root = next((node for node in tree.nodes if node.parent_id is None), None)
+    prefix = root.path + "/" if root else ""
+
+    def label(pk):
+        node = tree.by_pk.get(pk)
+        return node.path.removeprefix(prefix) if node else "?"
+
+    ranked = sorted(pending.items(), key=lambda item: (-sum(item[1]), label(item[0])))
+    out = {label(pk): values for pk, values in ranked[:top]}
+    if len(ranked) > top:
+        rest = [row for _, row in ranked[top:]]
+        out[f"others ({len(rest)})"] = [sum(column) for column in zip(*rest, strict=True)]
+    return out
 
 
 REPAIR_OUTCOMES = [
@@ -859,34 +967,84 @@ REPAIR_OUTCOMES = [
 ]
 
 
+# The state a host is in after each kind of host event (the live loop's transitions).
+STATE_AFTER = {
+    HostEvent.Kind.DRAIN_REQUESTED: Host.State.DRAINING,
+    HostEvent.Kind.HEALTH_SIGNAL: Host.State.DRAINING,
+    HostEvent.Kind.DRAINED: Host.State.DRAINED,
+    HostEvent.Kind.FAILED: Host.State.DOWN,
+    HostEvent.Kind.REPAIR_STARTED: Host.State.REPAIRING,
+    HostEvent.Kind.REPAIR_SUCCEEDED: Host.State.AVAILABLE,
+    HostEvent.Kind.REPAIR_FAILED: Host.State.REPAIRING,  # retried, or escalated right after
+    HostEvent.Kind.ESCALATED: Host.State.ESCALATED,
+    HostEvent.Kind.RETURNED: Host.State.AVAILABLE,
+}
+
+
 def fleet_figures(cluster, start: datetime, end: datetime, now=None) -> dict:
-    """Host states now, host events per bucket, and the share of repairs that needed a human
-    (escalations over repairs that ended, successful or escalated)."""
+    """Host states now and over time, host events per bucket, and the share of repairs that
+    needed a human (escalations over repairs that ended, successful or escalated).
+
+    States over time replay the hosts' events: each host is, from the start of the range, in
+    the state its last earlier event left it in (available without one; its state now if it
+    has no event at all), then each event of the range moves it to `STATE_AFTER` its kind.
+    The chart shows the mean number of hosts in each state per bucket."""
     now = now or timezone.now()
     until = period_until(start, end, now)
     step, kind = step_for(start, end)
     times = buckets(start, until, step)
-    states = dict(
-        cluster.hosts.values("state").annotate(n=Count("id")).values_list("state", "n")
+    edges = [t.timestamp() for t in times] + [until.timestamp()]
+    hosts = (
+        cluster.hosts.annotate(
+            before=Subquery(
+                HostEvent.objects.filter(host=OuterRef("pk"), at__lt=start)
+                .order_by("-at", "-id").values("kind")[:1]
+            ),
+            seen=Exists(HostEvent.objects.filter(host=OuterRef("pk"))),
+        ).values_list("pk", "state", "before", "seen").order_by()
     )
-    rows = (
-        HostEvent.objects.filter(host__cluster=cluster, at__gte=start, at__lt=end,
-                                 kind__in=REPAIR_OUTCOMES)
-        .annotate(bucket=time_bucket("at", kind))
-        .values("bucket", "kind")
-        .annotate(n=Count("id"))
-        .values_list("bucket", "kind", "n")
-        .order_by()
+    state: dict[int, str] = {}
+    now_states: dict[str, int] = defaultdict(int)
+    for pk, current, before, seen in hosts:
+        now_states[current] += 1
+        state[pk] = STATE_AFTER.get(before, Host.State.AVAILABLE) if seen else current
+    events = (
+        HostEvent.objects.filter(host__cluster=cluster, at__gte=start, at__lt=end)
+        .order_by("at", "id").values_list("host_id", Epoch("at"), "kind")
     )
-    counts: dict[str, dict[datetime, int]] = defaultdict(dict)
-    for at, event_kind, n in rows:
-        counts[event_kind][bucket_start(at, kind)] = n
-    totals = {k: sum(counts[k].values()) for k in REPAIR_OUTCOMES}
+    counts: dict[str, list[int]] = {k: [0] * len(times) for k in REPAIR_OUTCOMES}
+    hosts_in: dict[str, list[float]] = {k: [0.0] * len(times) for k in Host.State.values}
+    since = {pk: edges[0] for pk in state}
+
+    def stay(pk, a, b):
+        """Host `pk` spent [a, b) in its current state: spread it over the buckets."""
+        if b <= a or not times:
+            return
+        row = hosts_in[state[pk]]
+        i = max(0, bisect.bisect_right(edges, a) - 1)
+        while i < len(times) and edges[i] < b:
+            lo, hi = max(a, edges[i]), min(b, edges[i + 1])
+            if hi > lo:
+                row[i] += (hi - lo) / (edges[i + 1] - edges[i])
+            i += 1
+
+    for host_id, at, event_kind in events:
+        if event_kind in counts and at < edges[-1]:
+            counts[event_kind][bisect.bisect_right(edges, at) - 1] += 1
+        after = STATE_AFTER.get(event_kind)
+        if host_id not in state or after is None or at >= edges[-1]:
+            continue
+        stay(host_id, since[host_id], at)
+        state[host_id], since[host_id] = after, at
+    for pk in state:
+        stay(pk, since[pk], edges[-1])
+    totals = {k: sum(counts[k]) for k in REPAIR_OUTCOMES}
     ended = totals[HostEvent.Kind.REPAIR_SUCCEEDED] + totals[HostEvent.Kind.ESCALATED]
     return {
         "times": times,
-        "states": [(state, states.get(state, 0)) for state in Host.State.values],
-        "events": {k: [counts[k].get(t, 0) for t in times] for k in REPAIR_OUTCOMES},
+        "states": [(s, now_states.get(s, 0)) for s in Host.State.values],
+        "over_time": hosts_in,
+        "events": counts,
         "totals": totals,
         "human_share": totals[HostEvent.Kind.ESCALATED] / ended if ended else None,
     }

@@ -140,7 +140,7 @@ def dashboards(request):
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
 
 
-def _budget_card(request, cluster, tree, start, end, now):
+def _budget_card(request, cluster, tree, start, end, now, history):
     visible = visible_node_ids(request.user)
     if not visible:
         return {"budget_nodes": None}
@@ -155,7 +155,7 @@ def _budget_card(request, cluster, tree, start, end, now):
         node = min((tree.by_pk[pk] for pk in visible), key=lambda n: (n.depth, n.path))
     children = [child for child in tree.children.get(node.pk, []) if child.pk in visible]
     shown = children or [node]
-    series = metrics.budget_series(cluster, tree, shown, start, end, now=now)
+    series = metrics.budget_series(cluster, tree, shown, start, end, now=now, history=history)
     standing = metrics.window_standing(cluster, tree, now)
     siblings = sorted(tree.children.get(node.pk, []),
                       key=lambda n: standing.position.get(n.path, 0))
@@ -190,6 +190,9 @@ def cluster_dashboard(request, cluster):
     form = RangeForm(request.GET or None)
     start, end, choice = form.bounds(now)
     tree = metrics.Tree()
+    # shares, capacity and usage per bucket, from a fair-share window before the range: for
+    # the budgets chart and the waits by budget ratio
+    history = metrics.History.load(cluster, tree, start, end, now)
     context = {
         "cluster": cluster,
         "clusters": Cluster.objects.all(),
@@ -197,23 +200,31 @@ def cluster_dashboard(request, cluster):
         "choice": choice,
         "start": start,
         "end": end,
-        **_budget_card(request, cluster, tree, start, end, now),
+        **_budget_card(request, cluster, tree, start, end, now, history),
     }
     if request.htmx and request.htmx.target == "budget-card":
         return render(request, "reports/_budget_card.html", context)
-    step, kind = metrics.step_for(start, end)
-    queue = metrics.queue_figures(cluster, tree, start, end, now=now)
+    queue = metrics.queue_figures(cluster, tree, start, end, now=now, history=history)
     fleet = metrics.fleet_figures(cluster, start, end, now=now)
     context.update({
-        "occupancy_figure": charts.occupancy(metrics.occupancy_series(cluster, start, end, kind)),
+        "occupancy_figure": charts.occupancy(
+            metrics.occupancy_series(cluster, start, end, history.kind)
+        ),
         "queue": queue,
+        "ratio_bands": metrics.RATIO_BANDS,
+        "pending_top": metrics.PENDING_TOP,
         "waits_figure": charts.waits(queue["classes"]),
-        "pending_figure": charts.pending(queue["times"], queue["pending"],
-                                         "Pending GPUs by program (allocated work)"),
+        "ratio_waits_figure": charts.waits(queue["bands"], "Queue wait by budget ratio (starts)",
+                                           "budget ratio when the wait began"),
+        "pending_figure": charts.pending(
+            queue["times"], queue["pending"],
+            f"Pending GPUs by budget (allocated work, top {metrics.PENDING_TOP})",
+        ),
         "preemptions_figure": charts.preemptions(
             queue["times"], queue["preemptions"], queue["requeues"]
         ),
         "fleet": fleet,
+        "host_states_figure": charts.host_states(fleet["times"], fleet["over_time"]),
         "fleet_figure": charts.host_events(fleet["times"], fleet["events"]),
     })
     template = "reports/_cluster_charts.html" if request.htmx else "reports/cluster.html"

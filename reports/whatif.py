@@ -74,19 +74,18 @@ def trace_jobs(cluster: Cluster, start: datetime, end: datetime) -> tuple[list[T
     return jobs, skipped
 
 
-class _Replay(Simulator):
-    """The simulator, telling ``progress`` how far its clock has gone (at most twice a
-    second of wall time)."""
+def _every_half_second(progress: Callable[[float], None]) -> Callable[[float], None]:
+    """``progress``, passed on at most twice a second of wall time (each call writes the row
+    the page polls), and always at the end."""
+    told = time.monotonic()
 
-    def __init__(self, *args, horizon: float, progress: Callable[[float], None], **kwargs):
-        super().__init__(*args, **kwargs)
-        self._horizon, self._progress, self._told = horizon, progress, time.monotonic()
+    def tell(fraction: float) -> None:
+        nonlocal told
+        if fraction >= 1.0 or time.monotonic() - told >= 0.5:
+            told = time.monotonic()
+            progress(fraction)
 
-    def _pass(self, now: float) -> None:
-        super()._pass(now)
-        if time.monotonic() - self._told >= 0.5:
-            self._told = time.monotonic()
-            self._progress(min(1.0, now / self._horizon) if self._horizon else 1.0)
+    return tell
 
 
 def replay(jobs, shares: dict[str, float], cluster: Cluster, params: Params, horizon: float,
@@ -94,9 +93,9 @@ def replay(jobs, shares: dict[str, float], cluster: Cluster, params: Params, hor
     hosts = list(cluster.hosts.order_by("name").values_list("name", "gpus", "group"))
     spec = ClusterSpec([HostSpec(name, gpus, group) for name, gpus, group in hosts],
                        source=cluster.name)
-    sim = _Replay(jobs, shares, spec, SimConfig(params=params, until=horizon),
-                  horizon=horizon, progress=progress)
-    result = sim.run()
+    sim = Simulator(jobs, shares, spec, SimConfig(params=params, until=horizon))
+    # the simulator's own progress hook: its clock over the horizon, every 1% at most
+    result = sim.run(progress=_every_half_second(progress))
     summary = result.summary
     capacity_h = spec.total_gpus * horizon / HOUR
     budgets = {

@@ -23,6 +23,7 @@ by polling, so a tick that dies half-way leaves nothing behind.
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -300,6 +301,7 @@ class _Tick:
         self.released: list[int] = []  # ids of runs whose GPUs are released
         self.signalled: set[int | None] = set()  # ids of runs signalled in this tick
         self.workloads: dict[int, Workload] = {}  # changed workloads
+        self.holds: dict[int, Hold] = {}  # pending workload id -> its hold in the last pass
         self.after_commit: list = []
 
     # -- loading -----------------------------------------------------------------------------
@@ -657,11 +659,9 @@ class _Tick:
                     self._event(w, Event.Kind.PREEMPTED, d.reason, run=run)
                 self.after_commit.append(lambda r=run: self.fleet.stop(r))
             elif isinstance(d, Hold):
-                w = self._pending_row(d.workload.id)
-                # an event when the reservation starts or moves, not every tick
-                key = "holding " + " ".join(d.hosts) + " ("
-                if key not in (w.queue_reason or ""):
-                    self._event(w, Event.Kind.HELD, d.reason)
+                # recorded once per tick, after the last pass (``queue``): passes at one
+                # instant repeat the same hold, and so does every tick while it lasts
+                self.holds[int(d.workload.id)] = d
             elif isinstance(d, HostDrained):
                 host = self.host_by_name[d.host.name]
                 hosts[d.host.name].state = HostState.DRAINED
@@ -696,6 +696,12 @@ class _Tick:
         self.engine_runs[id(er)] = run
 
     def queue(self, result: Pass) -> None:
+        for wid, d in self.holds.items():
+            w = self.pending.get(wid)
+            # an event when the reservation starts or moves (the hosts held last tick are in
+            # the queue reason it wrote), never one per tick while the same hosts are held
+            if w is not None and held_hosts(w.queue_reason) != tuple(d.hosts):
+                self._event(w, Event.Kind.HELD, d.reason)
         position = 0
         for engine_id in result.order:
             w = self.pending.get(int(engine_id))
@@ -804,6 +810,16 @@ class _Pending:
     def __init__(self, *values):
         for name, value in zip(self.__slots__, values, strict=True):
             setattr(self, name, value)
+
+
+_HOLDING = re.compile(r"holding ([^()]+?) \(expected free")
+
+
+def held_hosts(reason: str | None) -> tuple[str, ...]:
+    """The hosts a queue reason says are held for the workload ("...; holding h1 h2 (expected
+    free in 5 min)..."), or ``()``."""
+    found = _HOLDING.search(reason or "")
+    return tuple(found[1].split()) if found else ()
 
 
 def _launch(fleet: FleetBackend, run: Run, placement: Placement) -> None:

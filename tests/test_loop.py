@@ -181,6 +181,22 @@ def test_a_large_workload_holds_hosts_without_an_event_per_tick(lab):
     assert "holding lab-" in big.queue_reason
 
 
+def test_a_hold_is_recorded_once_when_passes_repeat_within_a_tick(lab):
+    """A pass that starts something is followed by another at the same instant, which holds
+    the same hosts again: still one "Hosts reserved" line on the timeline."""
+    make_workload(lab, lab.b1, gpus=2, min_runtime=600, expected_duration=3000)
+    tick(lab, 0)
+    big = make_workload(lab, lab.a1, gpus=8, submitted=at(10))
+    small = make_workload(lab, lab.b1, gpus=1, min_runtime=0, expected_duration=5000,
+                          submitted=at(11))
+    report = tick(lab, 20)
+    assert refresh(small).state == "RUNNING" and len(report.passes) >= 2
+    assert sum(type(d).__name__ == "Hold" for d in report.decisions) >= 2
+    assert kinds(big).count("held") == 1
+    tick(lab, 30)
+    assert kinds(big).count("held") == 1
+
+
 def test_ticks_on_one_cluster_leave_other_clusters_alone(lab):
     from scheduler.models import Cluster, Host
 

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
 
 def replay(**options):
     out = StringIO()
+    options.setdefault("start_day", 30.0)  # a quiet night: a small, quick slice
     call_command("demo_load", "--once", "--window", "300", stdout=out, stderr=StringIO(),
                  **options)
     return out.getvalue()

@@ -34,6 +34,7 @@ import sys
 import time
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -630,9 +631,16 @@ class Simulator:
                 self._push(nxt, _WAKE)
 
     # ---------------------------------------------------------------- main loop
-    def run(self) -> SimResult:
+    def run(self, progress: Callable[[float], None] | None = None,
+            progress_step: float = 0.01) -> SimResult:
+        """Replay the trace. ``progress``, when given, is told how far the replay has gone, a
+        fraction from 0 to 1: the simulated clock over ``config.until`` when there is one, else
+        the share of the trace submitted. It is called when that fraction has grown by at least
+        ``progress_step`` since the last call (so at most ``1 / progress_step`` times, plus a
+        last call with 1.0 at the end), never twice with the same value."""
         t0 = time.perf_counter()
         until = self.config.until
+        told = 0.0
         jobs = self.trace_jobs
         leaves = set(leaves_of(self.shares))
         leaves.update(j.budget for j in jobs if j.min_runtime > 0)
@@ -680,6 +688,11 @@ class Simulator:
                 else:
                     self.skipped += 1
             series.append((t, self.alloc_busy, self.unalloc_busy, self.healthy_gpus))
+            if progress is not None:
+                done = min(1.0, t / until) if until else (i / n if n else 0.0)
+                if done >= told + progress_step and done < 1.0:
+                    told = done
+                    progress(done)
         end = now if until is None else max(now, until if (self.running or self.pending or i < n)
                                               else now)
         for j in jobs[i:]:
@@ -687,6 +700,8 @@ class Simulator:
                 self._submit(j, j.submit_time)
         self.now = end
         self.wall = time.perf_counter() - t0
+        if progress is not None:
+            progress(1.0)
         return SimResult.build(self, end)
 
 
@@ -1038,10 +1053,11 @@ def simulate(
     cluster: ClusterSpec,
     config: SimConfig | None = None,
     description: str = "",
+    progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     sim = Simulator(jobs, shares, cluster, config)
     sim.trace_description = description
-    return sim.run()
+    return sim.run(progress)
 
 
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhdw]?)\s*$")

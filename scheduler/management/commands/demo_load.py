@@ -16,7 +16,7 @@ The rule that turns a trace job into a workload is seeded and printed at start:
   unallocated (min_runtime 0); the rest declare min(duration, 8 h); a seeded 80% are
   resumable; a budget without allocation on the chosen cluster submits unallocated work.
 
-    manage.py demo_load [--speed 60] [--start-day 30] [--fraction 0.5] [--seed 0]
+    manage.py demo_load [--speed 60] [--start-day 30.4] [--fraction 0.5] [--seed 0]
                         [--failure-rate 1.0] [--once] [--limit N]
 
 Stops cleanly on SIGTERM or Ctrl-C.
@@ -57,8 +57,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--speed", type=float, default=60.0)
-        parser.add_argument("--start-day", type=float, default=30.0,
-                            help="trace day the replay starts at (day 30 is a busy one)")
+        parser.add_argument("--start-day", type=float, default=30.4,
+                            help="trace day the replay starts at (default: day 30 at 09:36, "
+                                 "half a minute before its morning rush at 60x: the demo is "
+                                 "contended at once instead of after ten quiet minutes)")
         parser.add_argument("--fraction", type=float, default=0.5)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--max-gpus", type=int, default=32)

@@ -1,0 +1,243 @@
+"""Benchmark (not a test): 50 concurrent API clients submitting workloads to the portal
+running under gunicorn on PostgreSQL, over loopback. Every submission must be accepted
+exactly once and none lost; prints the throughput and latencies.
+
+    .venv/bin/python bench/api_load.py [--clients 50] [--each 20] [--workers 4] [--max-seconds 300]
+
+The database is PostgreSQL from DATABASE_URL when it is one, else
+postgres://postgres@127.0.0.1:5432/postgres; the benchmark builds its state in a throwaway
+database (``test_<name>``) and drops it afterwards. The state: one cluster of 16 hosts x 8
+GPUs, a budget tree org/prog/proj-<k>, one user per client (a member of a leaf) with an API
+token. Each client keeps one HTTP connection and POSTs /api/workloads/ `each` times with
+names unique to it; a refused or failed request is counted, never retried (a retry could
+submit twice). Then the database is read back: every accepted workload exists exactly once,
+every name the clients were told was accepted is there, nothing else was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+    os.environ["DATABASE_URL"] = DEFAULT_URL
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth.models import User  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.db.models import Count  # noqa: E402
+
+from budgets.models import Allocation, BudgetNode  # noqa: E402
+from portal.models import ApiToken  # noqa: E402
+from scheduler.models import Cluster, Event, Host, Workload  # noqa: E402
+
+HOSTS, GPUS_PER_HOST, PROJECTS = 16, 8, 5
+
+
+def build(clients: int) -> list[tuple[str, str, str]]:
+    """The cluster, the tree and one user per client: [(username, token, budget path)]."""
+    cluster = Cluster.objects.create(name="bench", gpu_type="H100")
+    Host.objects.bulk_create(
+        Host(cluster=cluster, name=f"gpu-{i:02d}", gpus=GPUS_PER_HOST) for i in range(HOSTS)
+    )
+    root = BudgetNode.objects.create(slug="org", name="org", kind="organisation")
+    program = BudgetNode.objects.create(parent=root, slug="prog", name="prog", kind="program")
+    Allocation.objects.create(node=program, cluster=cluster, shares=100)
+    leaves = []
+    for k in range(PROJECTS):
+        leaf = BudgetNode.objects.create(parent=program, slug=f"proj-{k}", name=f"proj-{k}",
+                                         kind="project")
+        Allocation.objects.create(node=leaf, cluster=cluster, shares=10 + k)
+        leaves.append(leaf)
+    out = []
+    for i in range(clients):
+        user = User.objects.create_user(f"client-{i:02d}")
+        leaf = leaves[i % PROJECTS]
+        leaf.members.add(user)
+        out.append((user.username, ApiToken.objects.create_token(user, "bench")[1], leaf.path))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_gunicorn(database_url: str, port: int, workers: int, var_dir: str):
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": "memory://",  # ticks asked for by submit go nowhere
+        "TIMESHARE_VAR_DIR": var_dir,
+        "SECURE_COOKIES": "0",
+    }
+    command = [
+        str(Path(sys.executable).parent / "gunicorn"), "portal.wsgi:application",
+        "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
+        "--threads", "8", "--timeout", "120", "--log-level", "warning",
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"gunicorn exited with {process.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/api/")
+            if conn.getresponse().status == 200:
+                return process
+        except OSError:
+            time.sleep(0.2)
+    stop(process)
+    raise SystemExit("gunicorn did not answer within 60 s")
+
+
+def stop(process) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+class Client(threading.Thread):
+    def __init__(self, port, username, token, budget, each, start, deadline):
+        super().__init__(daemon=True)
+        self.port, self.username, self.token, self.budget = port, username, token, budget
+        self.each, self.start_event, self.deadline = each, start, deadline
+        self.accepted: list[tuple[str, int]] = []  # (name, id)
+        self.refused: list[tuple[str, int, str]] = []
+        self.failed: list[tuple[str, str]] = []
+        self.latencies: list[float] = []
+
+    def run(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+                   "Accept": "application/json"}
+        self.start_event.wait()
+        for i in range(self.each):
+            if time.monotonic() > self.deadline:
+                break
+            name = f"{self.username}-job-{i:03d}"
+            body = json.dumps({
+                "name": name, "budget": self.budget, "cluster": "bench", "gpus": 1 + i % 4,
+                "min_runtime": 600 * (i % 3), "resumable": True, "command": "python train.py",
+                "expected_duration": 3600,
+            })
+            began = time.perf_counter()
+            try:
+                conn.request("POST", "/api/workloads/", body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                self.failed.append((name, repr(error)))
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                continue
+            self.latencies.append(time.perf_counter() - began)
+            if response.status == 201:
+                self.accepted.append((name, json.loads(payload)["id"]))
+            else:
+                self.refused.append((name, response.status, payload[:200].decode()))
+        conn.close()
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--each", type=int, default=20, help="submissions per client")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--max-seconds", type=float, default=300)
+    args = parser.parse_args()
+
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    settings = connection.settings_dict
+    database_url = (f"postgres://{settings['USER']}"
+                    f"{':' + settings['PASSWORD'] if settings['PASSWORD'] else ''}"
+                    f"@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
+                    f"/{settings['NAME']}")
+    process = None
+    try:
+        users = build(args.clients)
+        connection.close()
+        port = free_port()
+        with tempfile.TemporaryDirectory(prefix="timeshare-bench-") as var_dir:
+            process = start_gunicorn(database_url, port, args.workers, var_dir)
+            start = threading.Event()
+            began = time.monotonic()
+            clients = [Client(port, u, t, b, args.each, start, began + args.max_seconds)
+                       for u, t, b in users]
+            for client in clients:
+                client.start()
+            began = time.perf_counter()
+            start.set()
+            for client in clients:
+                client.join()
+            elapsed = time.perf_counter() - began
+            stop(process)
+        accepted = [a for c in clients for a in c.accepted]
+        refused = [r for c in clients for r in c.refused]
+        failed = [f for c in clients for f in c.failed]
+        latencies = [x for c in clients for x in c.latencies]
+        # Read back: exactly once, none lost, nothing extra.
+        rows = dict(Workload.objects.values_list("name").annotate(n=Count("id")))
+        duplicates = {name: n for name, n in rows.items() if n > 1}
+        lost = [name for name, _ in accepted if name not in rows]
+        extra = set(rows) - {name for name, _ in accepted}
+        ids_ok = set(Workload.objects.values_list("pk", flat=True)) == {i for _, i in accepted}
+        events = Event.objects.filter(kind=Event.Kind.SUBMITTED).count()
+        attempted = args.clients * args.each
+        print(f"api submit: {len(accepted)} of {attempted} submissions accepted from "
+              f"{args.clients} concurrent clients in {elapsed:.1f} s: "
+              f"{len(accepted) / elapsed:.0f} submissions/s "
+              f"(gunicorn {args.workers} workers x 8 threads, PostgreSQL, loopback)")
+        print(f"latency: p50 {1000 * statistics.median(latencies):.0f} ms, "
+              f"p95 {1000 * percentile(latencies, 0.95):.0f} ms, "
+              f"max {1000 * max(latencies):.0f} ms")
+        print(f"exactly once: {len(rows)} workloads in the database, duplicates "
+              f"{len(duplicates)}, lost {len(lost)}, unexpected {len(extra)}, "
+              f"submitted events {events}, refused {len(refused)}, failed {len(failed)}")
+        for name, status, text in refused[:5]:
+            print(f"  refused {name}: {status} {text}")
+        for name, error in failed[:5]:
+            print(f"  failed {name}: {error}")
+        good = (len(accepted) == attempted and not duplicates and not lost and not extra
+                and ids_ok and events == attempted)
+        print("OK: every submission accepted exactly once, none lost" if good
+              else "FAILED: see above")
+        return 0 if good else 1
+    finally:
+        if process is not None:
+            stop(process)
+        connection.close()
+        connection.creation.destroy_test_db(settings["NAME"], verbosity=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
