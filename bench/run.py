@@ -15,6 +15,7 @@ BENCHMARKS = [
     ("simulator on the Philly trace", ["bench/simulate_philly.py"]),
     ("live tick on PostgreSQL", ["bench/tick.py"]),
     ("dashboard and report pages on a seeded year", ["bench/reports.py"]),
+    ("API load: 50 concurrent clients submitting", ["bench/api_load.py"]),
 ]
 
 

@@ -1,10 +1,14 @@
 from budgets.models import ChangeRequest
+from budgets.permissions import roles
 
 
 def navigation(request):
     user = getattr(request, "user", None)
     if not user or not user.is_authenticated:
         return {}
+    pending = ChangeRequest.objects.restrict(user, "decide").count()
+    who = roles(user)  # computed by the line above already (cached on the user)
     return {
-        "pending_decisions": ChangeRequest.objects.restrict(user, "decide").count(),
+        "pending_decisions": pending,
+        "may_what_if": who.superuser or bool(who.managed),  # reports.permissions.require_what_if
     }

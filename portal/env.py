@@ -71,6 +71,18 @@ def broker_url(embedded_dir: Path) -> str:
     return raw
 
 
+def cache(cache_dir: Path) -> dict:
+    raw = os.environ.get("CACHE_URL")
+    if not raw:
+        return {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(cache_dir),
+        }
+    if not raw.startswith(("redis://", "rediss://")):
+        raise ImproperlyConfigured(f"CACHE_URL={raw!r} must start with redis:// or rediss://")
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw}
+
+
 def secret_key(var_dir: Path) -> str:
     """An explicit SECRET_KEY wins; otherwise a random key is made once and kept under var/."""
     raw = os.environ.get("SECRET_KEY")

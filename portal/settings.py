@@ -45,6 +45,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "portal.middleware.RejectNulCharactersMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -140,6 +141,10 @@ SPECTACULAR_SETTINGS = {
         "portal.api.schema.add_error_responses",
     ],
 }
+
+# The cache carries what the worker tells the portal (e.g. the last tick's duration), so it
+# must be shared between processes: files under var/ by default, Redis with CACHE_URL.
+CACHES = {"default": env.cache(VAR_DIR / "cache")}
 
 CELERY_BROKER_URL = env.broker_url(VAR_DIR / "celery")
 if CELERY_BROKER_URL == "filesystem://":

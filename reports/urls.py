@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("dashboards/", views.dashboards, name="dashboards"),
     path("dashboards/<slug:cluster>/", views.cluster_dashboard, name="cluster"),
+    path("what-if/", views.what_if, name="what_if_default"),
     path("what-if/<slug:cluster>/", views.what_if, name="what_if"),
     path("what-ifs/<int:pk>/", views.what_if_detail, name="what_if_detail"),
 ]

@@ -236,7 +236,7 @@ def cluster_dashboard(request, cluster):
 
 
 @login_required
-def what_if(request, cluster):
+def what_if(request, cluster=None):
     """Ask for a what-if replay of the cluster's recent submissions (managers and the CEO; a
     manager changes shares only below the nodes they manage)."""
     require_what_if(request.user)

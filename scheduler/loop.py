@@ -208,10 +208,17 @@ def window_capacity(cluster: Cluster, now: datetime) -> float:
     return max(0.0, total)
 
 
-def bulk_set(model, objects, fields: list[str], batch_size: int = 2000) -> None:
-    """Write ``fields`` of many rows. PostgreSQL: one ``UPDATE ... FROM (VALUES ...)`` per
-    batch (Django's ``bulk_update`` builds a CASE per field and row, far slower for thousands
-    of rows); elsewhere ``bulk_update``."""
+# Columns whose Python values psycopg sends as they are (the array's cast gives the type).
+_PLAIN = {"IntegerField", "PositiveIntegerField", "PositiveSmallIntegerField",
+          "SmallIntegerField", "BigIntegerField", "CharField", "TextField", "BooleanField",
+          "FloatField", "DateTimeField"}
+
+
+def bulk_set(model, objects, fields: list[str], batch_size: int = 10000) -> None:
+    """Write ``fields`` of many rows. PostgreSQL: one ``UPDATE ... FROM unnest(arrays)`` per
+    batch, one array parameter per column (Django's ``bulk_update`` builds a CASE per field
+    and row, and a ``VALUES`` list one placeholder per value: for thousands of rows both cost
+    more to build, send and parse than the update itself); elsewhere ``bulk_update``."""
     objects = list(objects)
     if not objects:
         return
@@ -222,23 +229,23 @@ def bulk_set(model, objects, fields: list[str], batch_size: int = 2000) -> None:
         return
     meta = model._meta
     columns = [meta.get_field(name) for name in fields]
-    row = "(" + ", ".join(
-        [f"%s::{meta.pk.db_type(connection).replace('serial', 'int')}"]
-        + [f"%s::{c.cast_db_type(connection)}" for c in columns]
-    ) + ")"
+    arrays = ", ".join(
+        [f"%s::{meta.pk.db_type(connection).replace('serial', 'int')}[]"]
+        + [f"%s::{c.cast_db_type(connection)}[]" for c in columns]
+    )
     names = ", ".join(['"pk"'] + [f'"{c.column}"' for c in columns])
     assign = ", ".join(f'"{c.column}" = v."{c.column}"' for c in columns)
-    sql_head = f'UPDATE "{meta.db_table}" AS t SET {assign} FROM (VALUES '
-    sql_tail = f') AS v({names}) WHERE t."{meta.pk.column}" = v."pk"'
+    sql = (f'UPDATE "{meta.db_table}" AS t SET {assign} FROM unnest({arrays}) AS v({names}) '
+           f'WHERE t."{meta.pk.column}" = v."pk"')
     with connection.cursor() as cursor:
         for start in range(0, len(objects), batch_size):
             batch = objects[start:start + batch_size]
-            params = []
-            for obj in batch:
-                params.append(obj.pk)
-                params.extend(c.get_db_prep_save(getattr(obj, c.attname), connection)
-                              for c in columns)
-            cursor.execute(sql_head + ", ".join([row] * len(batch)) + sql_tail, params)
+            params = [[obj.pk for obj in batch]] + [
+                [getattr(obj, c.attname) for obj in batch] if c.get_internal_type() in _PLAIN
+                else [c.get_db_prep_save(getattr(obj, c.attname), connection) for obj in batch]
+                for c in columns
+            ]
+            cursor.execute(sql, params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +309,7 @@ class _Tick:
         self.signalled: set[int | None] = set()  # ids of runs signalled in this tick
         self.workloads: dict[int, Workload] = {}  # changed workloads
         self.holds: dict[int, Hold] = {}  # pending workload id -> its hold in the last pass
+        self.queued: dict[int, Workload] = {}  # pending workloads whose place/reason changed
         self.after_commit: list = []
 
     # -- loading -----------------------------------------------------------------------------
@@ -689,7 +697,12 @@ class _Tick:
         w.queue_position = None
         w.queue_reason = ""
         self._event(w, Event.Kind.STARTED, d.reason, run=run)
-        state.pending.remove(d.workload)
+        # by id, not ``list.remove``: that compares dataclasses field by field with each of
+        # thousands of pending workloads, for every start
+        for i, x in enumerate(state.pending):
+            if x.id == d.workload.id:
+                del state.pending[i]
+                break
         er = EngineRun(d.workload, now.timestamp(), d.placement,
                        now.timestamp() + d.workload.min_runtime)
         state.running.append(er)
@@ -712,12 +725,12 @@ class _Tick:
             reason = reason[:500]
             if w.queue_position != position or w.queue_reason != reason:
                 w.queue_position, w.queue_reason = position, reason
-                self.workloads.setdefault(w.pk, w)
+                self.queued[w.pk] = w
         ranked = set(result.order)
         for w in self.pending.values():  # requeued by the last pass allowed at this instant
             if str(w.pk) not in ranked and w.queue_position is not None:
                 w.queue_position = None
-                self.workloads.setdefault(w.pk, w)
+                self.queued[w.pk] = w
 
     # -- 4. writing ------------------------------------------------------------------------
 
@@ -750,6 +763,10 @@ class _Tick:
             RunGPU.objects.bulk_create(gpus, batch_size=1000)
         bulk_set(Workload, self.workloads.values(),
                  ["state", "finished", "exit_code", "queue_position", "queue_reason"])
+        # Pending work whose place or reason moved (every pending workload on a first tick,
+        # a few on the next ones): only those rows, only those two columns.
+        bulk_set(Workload, [w for pk, w in self.queued.items() if pk not in self.workloads],
+                 ["queue_position", "queue_reason"])
         if self.events:
             Event.objects.bulk_create(self.events, batch_size=1000)
         if self.host_events:
@@ -784,17 +801,21 @@ class _Tick:
 
     def notify_fleet(self) -> None:
         fleet = self.fleet
+        launched: list[Run] = []  # their backend ids are written in one statement
         actions = [
-            lambda r=run, p=placement: _launch(fleet, r, p)
+            lambda r=run, p=placement: _launch(fleet, r, p, launched)
             for run, placement in self.new_runs if run.ended is None
         ] + list(self.after_commit)  # launches in the engine's order, then the rest
 
         def tell():
-            for action in actions:
-                try:
-                    action()
-                except Exception:  # the next tick's poll reconciles
-                    log.exception("fleet action failed on cluster %s", self.cluster.name)
+            try:
+                for action in actions:
+                    try:
+                        action()
+                    except Exception:  # the next tick's poll reconciles
+                        log.exception("fleet action failed on cluster %s", self.cluster.name)
+            finally:
+                bulk_set(Run, launched, ["backend_id"])
 
         transaction.on_commit(tell)
 
@@ -822,10 +843,11 @@ def held_hosts(reason: str | None) -> tuple[str, ...]:
     return tuple(found[1].split()) if found else ()
 
 
-def _launch(fleet: FleetBackend, run: Run, placement: Placement) -> None:
+def _launch(fleet: FleetBackend, run: Run, placement: Placement, launched: list) -> None:
     backend_id = fleet.launch(run, placement)
     if backend_id and backend_id != run.backend_id:
-        Run.objects.filter(pk=run.pk).update(backend_id=backend_id)
+        run.backend_id = backend_id
+        launched.append(run)
 
 
 def _lost(host: Host, now: datetime):

@@ -28,13 +28,29 @@ Workloads (owner researcher):
   W7 proj-b1 1 GPU alloc: submitted Sun 2 March 22:00, started Mon 01:00 (wait 180 min).
 Usage rollups (allocated GPU-h): proj-a1 10 (Mon 10:00) + 20 (Fri 10:00); proj-a2 4;
 proj-b1 5 (Sun 23:00), plus 10 the hour before the week and 10 the hour after it.
+
+`tiny`, for the what-if, two days of real submissions on one host:
+
+    org  (ceo)
+    ├── prog  1 share   (pi)
+    │   ├── a  1 (-> 3 in the tests' what-ifs)
+    │   └── b  1
+    └── other  1
+
+Cluster tiny: one host of 4 GPUs. T0 = 47 h ago (1 h into a 2-day replay):
+  W1 a: 4 GPUs, min_runtime 2 h, resumable; submitted T0, ran T0 -> T0 + 2 h (completed).
+  W2 b: 4 GPUs, min_runtime 1 h; submitted T0 + 30 min, ran T0 + 2 h -> T0 + 3 h (completed).
+
+`browser`: the Debian Chromium driven by Playwright, for the tests marked `browser`.
 """
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
@@ -50,6 +66,15 @@ from scheduler.models import (
     Workload,
 )
 
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PERSONAS = ("ceo", "pi", "lead", "researcher", "outsider", "operator")
 WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
 WEEK_END = WEEK_START + timedelta(days=7)
@@ -233,3 +258,76 @@ def recent(history, capacity_rollups):
                                hour=base - timedelta(hours=3), gpu_seconds=6 * 3600)
     history.now = now
     return history
+
+
+HOUR = 3600
+
+
+@pytest.fixture
+def tiny(db, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    users = {name: User.objects.create_user(name, password="x")
+             for name in ("ceo", "pi", "researcher", "outsider")}
+    now = timezone.now()
+    cluster = Cluster.objects.create(name="tiny", gpu_type="H100",
+                                     created=now - timedelta(days=10))
+    Host.objects.create(cluster=cluster, name="tiny-0", gpus=4)
+    org = BudgetNode.objects.create(slug="org", name="Org", kind="organisation")
+    org.managers.add(users["ceo"])
+    prog = BudgetNode.objects.create(parent=org, slug="prog", name="Prog", kind="program")
+    prog.managers.add(users["pi"])
+    a = BudgetNode.objects.create(parent=prog, slug="a", name="A", kind="project")
+    a.members.add(users["researcher"])
+    b = BudgetNode.objects.create(parent=prog, slug="b", name="B", kind="project")
+    other = BudgetNode.objects.create(parent=org, slug="other", name="Other", kind="project")
+    for node in (prog, a, b, other):
+        Allocation.objects.create(node=node, cluster=cluster, shares=1)
+        AllocationChange.objects.create(  # the audit log the review report replays
+            node=node, cluster=cluster, changed_by=users["ceo"], changed_by_name="ceo",
+            at=cluster.created, old_shares=None, new_shares=1, reason="initial budget",
+        )
+    t0 = (now - timedelta(hours=47)).replace(microsecond=0)
+
+    def workload(budget, min_runtime, submitted, started, hours, resumable):
+        w = Workload.objects.create(
+            name="w", owner=users["researcher"], budget=budget, cluster=cluster, gpus=4,
+            min_runtime=min_runtime, resumable=resumable, command="x", submitted=submitted,
+            state="COMPLETED", finished=started + timedelta(hours=hours))
+        ended = started + timedelta(hours=hours)
+        run = Run.objects.create(workload=w, number=1, allocated=True, gpus=4, started=started,
+                                 protected_until=started + timedelta(seconds=min_runtime),
+                                 ended=ended, end_reason="completed", accounted_until=ended)
+        Event.objects.create(workload=w, run=run, at=started, kind="started")
+        Event.objects.create(workload=w, run=run, at=ended, kind="completed")
+        return w
+
+    workload(a, 2 * HOUR, t0, t0, 2, True)
+    workload(b, HOUR, t0 + timedelta(minutes=30), t0 + timedelta(hours=2), 1, False)
+    hour = t0.replace(minute=0, second=0)
+    for budget, offset, gpu_hours in [(a, 0, 4), (a, 1, 4), (b, 2, 4)]:
+        UsageRollup.objects.create(cluster=cluster, budget=budget, gpu_seconds=gpu_hours * HOUR,
+                                   hour=hour + timedelta(hours=offset))
+    roll_up_capacity(cluster, cluster.created, now)
+    clients = {}
+    for name, user in users.items():
+        clients[name] = Client()
+        clients[name].force_login(user)
+    return type("Tiny", (), {"cluster": cluster, "users": users, "clients": clients,
+                             "a": a, "b": b, "prog": prog, "other": other})
+
+
+@pytest.fixture
+def browser(monkeypatch, settings):
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop in this thread
+    settings.SESSION_COOKIE_SECURE = False  # the live server speaks plain http
+    settings.CSRF_COOKIE_SECURE = False
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+            connections.close_all()  # or PostgreSQL refuses to drop the test database

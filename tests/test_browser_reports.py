@@ -6,39 +6,12 @@ import io
 from pathlib import Path
 
 import pytest
-from django.db import connections
 
 pytest_plugins = ["tests.fixtures_reports"]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WEEK = "?period=week&date=2025-03-05"
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser(monkeypatch, settings):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop in this thread
-    settings.SESSION_COOKIE_SECURE = False  # the live server speaks plain http
-    settings.CSRF_COOKIE_SECURE = False
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-            connections.close_all()  # or PostgreSQL refuses to drop the test database
 
 
 @pytest.fixture
@@ -98,6 +71,9 @@ def test_charts_draw_and_the_range_selector_swaps_them_in_place(ceo_page, live_s
     assert page.evaluate("window.rangeMarker") == "loaded once"  # no reload
     assert "range=day" in page.url  # the address follows, for a bookmark or a reload
     assert drawn(page, "fig-waits")["svgTraces"] >= 2
+    assert drawn(page, "fig-ratio-waits")["svgTraces"] >= 2
+    states = drawn(page, "fig-host-states")
+    assert states["names"][0] == "Available" and states["points"][0] == 24
 
 
 def test_csv_download_parses_to_the_table(ceo_page, live_server):

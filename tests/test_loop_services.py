@@ -76,6 +76,7 @@ def test_a_budget_without_allocation_runs_only_unallocated_work(lab, ticks):
     assert "no allocation on this cluster" in str(error.value)
     assert "unallocated" in str(error.value)
     assert state_snapshot() == before
+    assert ticks == []  # nothing to schedule: no tick asked for
     free = services.submit(lab.alice, **good(lab, budget=lonely, min_runtime=0))
     assert free.min_runtime == 0 and free.state == "PENDING"  # never silently downgraded
 
@@ -87,6 +88,7 @@ def test_a_budget_you_are_not_a_member_of_is_refused(lab, ticks):
     with pytest.raises(PermissionDenied):
         services.submit(lab.outsider, **good(lab))
     assert state_snapshot() == before
+    assert ticks == []
 
 
 def test_cancel_someone_elses_workload_is_refused(lab, ticks):
@@ -95,6 +97,7 @@ def test_cancel_someone_elses_workload_is_refused(lab, ticks):
     with pytest.raises(PermissionDenied):
         services.cancel(lab.alice, w)
     assert state_snapshot() == before
+    assert ticks == []
 
 
 def test_cancel_a_pending_workload(lab, ticks, django_capture_on_commit_callbacks):
@@ -124,6 +127,7 @@ def test_cancel_a_finished_workload_is_refused(lab, ticks):
     with pytest.raises(SubmissionError, match="already cancelled"):
         services.cancel(lab.alice, w)
     assert state_snapshot() == before
+    assert ticks == []
 
 
 def test_host_actions_are_for_operators(lab, ticks):

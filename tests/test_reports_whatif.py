@@ -15,70 +15,16 @@ Capacity of the replay: 4 GPUs x 48 h = 192 GPU-h. Fractions: prog 1/2, a and b 
 (what-if: a 3/8, b 1/8), other 1/2. Delivered: a 8 GPU-h, b 4 GPU-h.
 """
 
-from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
-from budgets.models import Allocation, BudgetNode
 from reports import tasks
 from reports.models import WhatIf
-from scheduler.models import Cluster, Event, Host, Run, UsageRollup, Workload
-from tests.fixtures_reports import roll_up_capacity
+
+pytest_plugins = ["tests.fixtures_reports"]
 
 HOUR = 3600
-
-
-@pytest.fixture
-def tiny(db, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    users = {name: User.objects.create_user(name, password="x")
-             for name in ("ceo", "pi", "researcher", "outsider")}
-    now = timezone.now()
-    cluster = Cluster.objects.create(name="tiny", gpu_type="H100",
-                                     created=now - timedelta(days=10))
-    Host.objects.create(cluster=cluster, name="tiny-0", gpus=4)
-    org = BudgetNode.objects.create(slug="org", name="Org", kind="organisation")
-    org.managers.add(users["ceo"])
-    prog = BudgetNode.objects.create(parent=org, slug="prog", name="Prog", kind="program")
-    prog.managers.add(users["pi"])
-    a = BudgetNode.objects.create(parent=prog, slug="a", name="A", kind="project")
-    a.members.add(users["researcher"])
-    b = BudgetNode.objects.create(parent=prog, slug="b", name="B", kind="project")
-    other = BudgetNode.objects.create(parent=org, slug="other", name="Other", kind="project")
-    for node in (prog, a, b, other):
-        Allocation.objects.create(node=node, cluster=cluster, shares=1)
-    t0 = (now - timedelta(hours=47)).replace(microsecond=0)
-
-    def workload(budget, min_runtime, submitted, started, hours, resumable):
-        w = Workload.objects.create(
-            name="w", owner=users["researcher"], budget=budget, cluster=cluster, gpus=4,
-            min_runtime=min_runtime, resumable=resumable, command="x", submitted=submitted,
-            state="COMPLETED", finished=started + timedelta(hours=hours))
-        ended = started + timedelta(hours=hours)
-        run = Run.objects.create(workload=w, number=1, allocated=True, gpus=4, started=started,
-                                 protected_until=started + timedelta(seconds=min_runtime),
-                                 ended=ended, end_reason="completed", accounted_until=ended)
-        Event.objects.create(workload=w, run=run, at=started, kind="started")
-        Event.objects.create(workload=w, run=run, at=ended, kind="completed")
-        return w
-
-    workload(a, 2 * HOUR, t0, t0, 2, True)
-    workload(b, HOUR, t0 + timedelta(minutes=30), t0 + timedelta(hours=2), 1, False)
-    hour = t0.replace(minute=0, second=0)
-    for budget, offset, gpu_hours in [(a, 0, 4), (a, 1, 4), (b, 2, 4)]:
-        UsageRollup.objects.create(cluster=cluster, budget=budget, gpu_seconds=gpu_hours * HOUR,
-                                   hour=hour + timedelta(hours=offset))
-    roll_up_capacity(cluster, cluster.created, now)
-    clients = {}
-    for name, user in users.items():
-        clients[name] = Client()
-        clients[name].force_login(user)
-    return type("Tiny", (), {"cluster": cluster, "users": users, "clients": clients,
-                             "a": a, "b": b, "prog": prog, "other": other})
 
 
 def test_the_task_replays_the_history_with_the_changes(tiny):

@@ -36,4 +36,4 @@ def test_a_workload_submitted_through_the_form_starts_on_the_worker(lab, celery_
         "submitted", "started"]
     page = browser.get(reverse("scheduler:workload", args=[w.pk])).content.decode()
     host = run.assigned_gpus.first().host.name
-    assert "Running" in page and f"Started</strong>" in page and host in page
+    assert "Running" in page and "Started</strong>" in page and host in page
