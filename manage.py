@@ -7,9 +7,6 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     from django.core.management import execute_from_command_line
 
-    from portal.env import exit_on_bad_settings
-
-    exit_on_bad_settings()
     execute_from_command_line(sys.argv)
 
 

@@ -1,11 +1,18 @@
-"""Settings come from the environment only; a bad value stops the process with one line."""
+"""Settings come from the environment only; a bad value stops the process with one line.
+
+Whatever loads the settings (manage.py, gunicorn, the Celery worker, pytest) exits with
+``timeshare: bad setting: ...`` instead of a traceback.
+"""
 
 import os
-import sys
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
+
+
+class BadSetting(SystemExit):
+    def __init__(self, message: str):
+        super().__init__(f"timeshare: bad setting: {message}")
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
@@ -20,7 +27,7 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if value in FALSE:
         return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
+    raise BadSetting(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -37,9 +44,9 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+        raise BadSetting(f"{name}={raw!r} is not an integer") from None
     if value < minimum:
-        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+        raise BadSetting(f"{name}={raw!r} must be at least {minimum}")
     return value
 
 
@@ -48,25 +55,26 @@ def database(default_path: Path) -> dict:
     try:
         config = dj_database_url.parse(raw, conn_max_age=60)
     except Exception as error:  # dj_database_url raises several types for a bad URL
-        raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {error}") from None
+        raise BadSetting(f"DATABASE_URL is not a usable database URL: {error}") from None
     if config.get("ENGINE") not in {
         "django.db.backends.postgresql",
         "django.db.backends.sqlite3",
     }:
-        raise ImproperlyConfigured("DATABASE_URL must be a postgres:// or sqlite:// URL")
+        raise BadSetting("DATABASE_URL must be a postgres:// or sqlite:// URL")
     if config["ENGINE"].endswith("sqlite3"):
         config["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
         config["CONN_MAX_AGE"] = 0
     return config
 
 
-def broker_url(embedded_dir: Path) -> str:
-    raw = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
+def broker_url() -> str:
+    name = "CELERY_BROKER_URL" if os.environ.get("CELERY_BROKER_URL") else "REDIS_URL"
+    raw = os.environ.get(name)
     if not raw:
         return "filesystem://"
     if not raw.startswith(("redis://", "rediss://", "amqp://", "filesystem://", "memory://")):
-        raise ImproperlyConfigured(
-            f"CELERY_BROKER_URL={raw!r} must start with redis://, rediss://, amqp:// or filesystem://"
+        raise BadSetting(
+            f"{name}={raw!r} must start with redis://, rediss://, amqp:// or filesystem://"
         )
     return raw
 
@@ -79,7 +87,7 @@ def cache(cache_dir: Path) -> dict:
             "LOCATION": str(cache_dir),
         }
     if not raw.startswith(("redis://", "rediss://")):
-        raise ImproperlyConfigured(f"CACHE_URL={raw!r} must start with redis:// or rediss://")
+        raise BadSetting(f"CACHE_URL={raw!r} must start with redis:// or rediss://")
     return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw}
 
 
@@ -88,7 +96,7 @@ def secret_key(var_dir: Path) -> str:
     raw = os.environ.get("SECRET_KEY")
     if raw is not None:
         if len(raw) < 32:
-            raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+            raise BadSetting("SECRET_KEY must be at least 32 characters long")
         return raw
     key_file = var_dir / "secret_key"
     if not key_file.exists():
@@ -98,16 +106,6 @@ def secret_key(var_dir: Path) -> str:
         key_file.write_text(get_random_secret_key())
         key_file.chmod(0o600)
     return key_file.read_text().strip()
-
-
-def exit_on_bad_settings() -> None:
-    """Touch the settings once so that a bad environment value ends the process in one line."""
-    from django.conf import settings
-
-    try:
-        settings.INSTALLED_APPS  # noqa: B018 - forces the settings module to load
-    except ImproperlyConfigured as error:
-        sys.exit(f"timeshare: bad setting: {error}")
 
 
 def plotly_package_data() -> str:

@@ -146,7 +146,7 @@ SPECTACULAR_SETTINGS = {
 # must be shared between processes: files under var/ by default, Redis with CACHE_URL.
 CACHES = {"default": env.cache(VAR_DIR / "cache")}
 
-CELERY_BROKER_URL = env.broker_url(VAR_DIR / "celery")
+CELERY_BROKER_URL = env.broker_url()
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "celery" / "queue"
     _control_dir = VAR_DIR / "celery" / "control"
