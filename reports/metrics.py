@@ -816,6 +816,7 @@ class BucketRatios:
         self._entitled: dict[int, tuple[dict[int, float], dict[int, float]]] = {}
         self._usage: dict[int, dict[int, float]] = {}
         self._within: dict[int, list[int]] = {}
+        self._ratio: dict[tuple[int, int], float] = {}
 
     def _descendants(self, pk: int) -> list[int]:
         if pk not in self._within:
@@ -830,6 +831,12 @@ class BucketRatios:
         """The ratio at the start of the bucket ``opened`` falls in (the range's first bucket
         for a wait that began before the range)."""
         index = max(0, int((opened - self.origin) // self.step))
+        key = (budget_id, index)
+        if key not in self._ratio:
+            self._ratio[key] = self._at(budget_id, index)
+        return self._ratio[key]
+
+    def _at(self, budget_id: int, index: int) -> float:
         h = self.history
         t = h.start + index * h.step
         if index not in self._entitled:
