@@ -4,6 +4,8 @@ from django.db import models
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from scheduler.engine import HostState
+
 HOUR = 3600
 DAY = 24 * HOUR
 WEEK_HOURS = 168
@@ -70,13 +72,8 @@ class Cluster(models.Model):
 
 
 class Host(models.Model):
-    class State(models.TextChoices):
-        AVAILABLE = "AVAILABLE"
-        DRAINING = "DRAINING"
-        DRAINED = "DRAINED"
-        REPAIRING = "REPAIRING"
-        DOWN = "DOWN"
-        ESCALATED = "ESCALATED"
+    # The engine owns the host states (DESIGN.md); the database stores exactly those.
+    State = models.TextChoices("State", [(state.name, state.value) for state in HostState])
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hosts")
     name = models.CharField(max_length=100)
