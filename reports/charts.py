@@ -8,7 +8,7 @@ each on the server and ships ~10 kB of template per chart; the tests check every
 ``plotly.graph_objects.Figure`` instead.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 COLORS = {
     "allocated": "#2563eb",
@@ -48,6 +48,15 @@ def _x(times: list) -> list:
     return [t.strftime("%Y-%m-%d %H:%M") if isinstance(t, datetime) else t for t in times]
 
 
+def _span(span) -> dict:
+    """The x-axis of a time series: the whole selected range ``(start, end)``, whatever the
+    data (one sample, or none, must not shrink it to a few milliseconds)."""
+    if not span:
+        return {"type": "date"}
+    start, end = _x(list(span))
+    return {"type": "date", "range": [start, end], "autorange": False}
+
+
 def _figure(layout: dict, traces: list[dict]) -> dict:
     return {"data": traces, "layout": layout}
 
@@ -56,8 +65,11 @@ def _round(values: list, digits: int = 2) -> list:
     return [None if v is None else round(v, digits) for v in values]
 
 
-def pyramid_trend(days: list, series: dict[str, list]) -> dict:
-    """Daily availability, occupancy (allocated, unallocated) and impact, in percent."""
+def pyramid_trend(days: list, series: dict[str, list], span=None) -> dict:
+    """Daily availability, occupancy (allocated, unallocated) and impact, in percent; the
+    x-axis spans the days shown (``span``, else the first day to the end of the last)."""
+    if span is None and days:
+        span = (days[0], days[-1] + timedelta(days=1))
     traces = [
         {"type": "scatter", "x": _x(days), "y": _round([None if v is None else 100 * v
                                                         for v in series[key]]),
@@ -69,11 +81,11 @@ def pyramid_trend(days: list, series: dict[str, list]) -> dict:
             ("impact", "Impact", COLORS["impact"]),
         ]
     ]
-    return _figure(_layout("Last 14 days", yaxis={"ticksuffix": "%", "range": [0, 105]}),
-                   traces)
+    return _figure(_layout("Last 14 days", yaxis={"ticksuffix": "%", "range": [0, 105]},
+                           xaxis=_span(span)), traces)
 
 
-def occupancy(points: list[dict]) -> dict:
+def occupancy(points: list[dict], span=None) -> dict:
     """Stacked area: allocated, unallocated, idle and unavailable GPUs."""
     times = _x([p["at"] for p in points])
     traces = [
@@ -82,10 +94,11 @@ def occupancy(points: list[dict]) -> dict:
          "line": {"width": 0.5, "color": COLORS[key]}}
         for key in ("allocated", "unallocated", "idle", "unavailable")
     ]
-    return _figure(_layout("GPUs by state", yaxis={"title": {"text": "GPUs"}}), traces)
+    return _figure(_layout("GPUs by state", yaxis={"title": {"text": "GPUs"}},
+                           xaxis=_span(span)), traces)
 
 
-def budgets(times: list, nodes: list, series: dict) -> dict:
+def budgets(times: list, nodes: list, series: dict, span=None) -> dict:
     """Delivered (solid) vs entitlement (dotted) GPU-hours per bucket, one colour per node."""
     x = _x(times)
     traces = []
@@ -98,8 +111,8 @@ def budgets(times: list, nodes: list, series: dict) -> dict:
         traces.append({"type": "scatter", "x": x, "y": _round(data["entitlement"]),
                        "name": f"{node.name} entitlement", "mode": "lines",
                        "line": {"color": color, "dash": "dot"}})
-    return _figure(_layout("Delivered vs entitlement", yaxis={"title": {"text": "GPU-h"}}),
-                   traces)
+    return _figure(_layout("Delivered vs entitlement", yaxis={"title": {"text": "GPU-h"}},
+                           xaxis=_span(span)), traces)
 
 
 def waits(classes: list[dict], title: str = "Queue wait by class (starts)",
@@ -117,7 +130,7 @@ def waits(classes: list[dict], title: str = "Queue wait by class (starts)",
                            barmode="group", hovermode="closest"), traces)
 
 
-def pending(times: list, by_budget: dict[str, list], title: str) -> dict:
+def pending(times: list, by_budget: dict[str, list], title: str, span=None) -> dict:
     """Mean pending GPUs per bucket, stacked, one area per budget."""
     x = _x(times)
     traces = [
@@ -126,10 +139,11 @@ def pending(times: list, by_budget: dict[str, list], title: str) -> dict:
          "line": {"color": PALETTE[index % len(PALETTE)]}}
         for index, (name, values) in enumerate(by_budget.items())
     ]
-    return _figure(_layout(title, yaxis={"title": {"text": "GPUs"}}), traces)
+    return _figure(_layout(title, yaxis={"title": {"text": "GPUs"}}, xaxis=_span(span)),
+                   traces)
 
 
-def preemptions(times: list, preempted: list, requeued: list) -> dict:
+def preemptions(times: list, preempted: list, requeued: list, span=None) -> dict:
     x = _x(times)
     traces = [
         {"type": "bar", "x": x, "y": preempted, "name": "Preempted runs",
@@ -137,7 +151,8 @@ def preemptions(times: list, preempted: list, requeued: list) -> dict:
         {"type": "bar", "x": x, "y": requeued, "name": "Requeues",
          "marker": {"color": "#93c5fd"}},
     ]
-    return _figure(_layout("Preemptions and requeues", barmode="group"), traces)
+    return _figure(_layout("Preemptions and requeues", barmode="group", xaxis=_span(span)),
+                   traces)
 
 
 STATE_COLORS = {
@@ -150,7 +165,7 @@ STATE_COLORS = {
 }
 
 
-def host_states(times: list, hosts_in: dict[str, list]) -> dict:
+def host_states(times: list, hosts_in: dict[str, list], span=None) -> dict:
     """Stacked area: mean hosts in each state per bucket."""
     x = _x(times)
     traces = [
@@ -159,14 +174,16 @@ def host_states(times: list, hosts_in: dict[str, list]) -> dict:
          "line": {"width": 0.5, "color": STATE_COLORS.get(state, "#9ca3af")}}
         for state, values in hosts_in.items()
     ]
-    return _figure(_layout("Host states", yaxis={"title": {"text": "hosts"}}), traces)
+    return _figure(_layout("Host states", yaxis={"title": {"text": "hosts"}},
+                           xaxis=_span(span)), traces)
 
 
-def host_events(times: list, events: dict[str, list]) -> dict:
+def host_events(times: list, events: dict[str, list], span=None) -> dict:
     x = _x(times)
     traces = [
         {"type": "bar", "x": x, "y": values, "name": str(kind).replace("_", " "),
          "marker": {"color": PALETTE[index % len(PALETTE)]}}
         for index, (kind, values) in enumerate(events.items())
     ]
-    return _figure(_layout("Host failures, drains, repairs", barmode="stack"), traces)
+    return _figure(_layout("Host failures, drains, repairs", barmode="stack",
+                           xaxis=_span(span)), traces)

@@ -176,7 +176,8 @@ def _budget_card(request, cluster, tree, start, end, now, history):
         "budget_node": node,
         "budget_nodes": rows,
         "crumbs": crumbs,
-        "budget_figure": charts.budgets(series["times"], shown, series["series"]),
+        "budget_figure": charts.budgets(series["times"], shown, series["series"],
+                                        span=(start, end)),
         "window_days": cluster.window / 86400,
     }
 
@@ -208,7 +209,7 @@ def cluster_dashboard(request, cluster):
     fleet = metrics.fleet_figures(cluster, start, end, now=now)
     context.update({
         "occupancy_figure": charts.occupancy(
-            metrics.occupancy_series(cluster, start, end, history.kind)
+            metrics.occupancy_series(cluster, start, end, history.kind), span=(start, end)
         ),
         "queue": queue,
         "ratio_bands": metrics.RATIO_BANDS,
@@ -219,13 +220,15 @@ def cluster_dashboard(request, cluster):
         "pending_figure": charts.pending(
             queue["times"], queue["pending"],
             f"Pending GPUs by budget (allocated work, top {metrics.PENDING_TOP})",
+            span=(start, end),
         ),
         "preemptions_figure": charts.preemptions(
-            queue["times"], queue["preemptions"], queue["requeues"]
+            queue["times"], queue["preemptions"], queue["requeues"], span=(start, end)
         ),
         "fleet": fleet,
-        "host_states_figure": charts.host_states(fleet["times"], fleet["over_time"]),
-        "fleet_figure": charts.host_events(fleet["times"], fleet["events"]),
+        "host_states_figure": charts.host_states(fleet["times"], fleet["over_time"],
+                                                 span=(start, end)),
+        "fleet_figure": charts.host_events(fleet["times"], fleet["events"], span=(start, end)),
     })
     template = "reports/_cluster_charts.html" if request.htmx else "reports/cluster.html"
     return render(request, template, context)

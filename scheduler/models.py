@@ -11,6 +11,16 @@ DAY = 24 * HOUR
 WEEK_HOURS = 168
 
 
+def gpu_ranges(indices) -> str:
+    """GPU indices as people read them: "GPU 5", "GPUs 0-3", "GPUs 0, 2, 5"."""
+    indices = sorted(indices)
+    if len(indices) == 1:
+        return f"GPU {indices[0]}"
+    if indices and indices == list(range(indices[0], indices[-1] + 1)):
+        return f"GPUs {indices[0]}-{indices[-1]}"
+    return "GPUs " + ", ".join(map(str, indices))
+
+
 class ClusterQuerySet(models.QuerySet):
     def with_gpu_count(self):
         # Meta.ordering does not apply to aggregate queries: keep the clusters in name order.

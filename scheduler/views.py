@@ -14,8 +14,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from scheduler import services
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
-from scheduler.models import Cluster, Event, Host, RunGPU, Workload
+from scheduler.models import Cluster, Event, Host, RunGPU, Workload, gpu_ranges
 from scheduler.permissions import can_cancel, can_operate, can_view_fleet, restrict_workloads
+from scheduler.templatetags.scheduler_extras import span
 
 UNPROCESSABLE = 422
 PAGE_SIZE = 50
@@ -35,9 +36,47 @@ def workload_list(request):
     """Workloads the user may see, filtered; htmx polls the table body while it is open."""
     filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
     page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    _where(page.object_list)
     context = {"filterset": filterset, "page": page}
     template = "scheduler/_workload_rows.html" if request.htmx else "scheduler/workload_list.html"
     return render(request, template, context)
+
+
+def _where(workloads) -> None:
+    """For the running workloads of a page: where their live run is (``w.where``: "h100-007
+    GPUs 0-3") and whether rebalancing may take it (``w.guard``, ``w.guard_title``). One
+    query for the whole page, none when nothing on it runs."""
+    running = {w.pk: w for w in workloads
+               if w.state in (Workload.State.RUNNING, Workload.State.PREEMPTING)}
+    if not running:
+        return
+    now = timezone.now()
+    hosts: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    runs = {}
+    for workload_id, host, index, allocated, protected_until, signalled_at in (
+        RunGPU.objects.filter(held=True, run__ended=None, run__workload_id__in=list(running))
+        .order_by("host__name", "index")
+        .values_list("run__workload_id", "host__name", "index", "run__allocated",
+                     "run__protected_until", "run__signalled_at")
+    ):
+        hosts[workload_id][host].append(index)
+        runs[workload_id] = (allocated, protected_until, signalled_at)
+    for pk, w in running.items():
+        w.where = "; ".join(f"{host} {gpu_ranges(indices)}"
+                            for host, indices in hosts.get(pk, {}).items())
+        if pk not in runs:
+            continue
+        allocated, protected_until, signalled_at = runs[pk]
+        if signalled_at is not None:
+            w.guard, w.guard_title = "checkpointing", "preemption signalled: grace period"
+        elif allocated and protected_until > now:
+            left = span((protected_until - now).total_seconds())
+            w.guard = f"protected for {left}"
+            w.guard_title = f"protected from rebalancing until {protected_until:%Y-%m-%d %H:%M} UTC"
+        else:
+            w.guard = "preemptible"
+            w.guard_title = ("unallocated: free, preemptible at any moment" if not allocated
+                             else "past its minimum runtime: rebalancing may preempt it")
 
 
 CSV_COLUMNS = [

@@ -161,7 +161,43 @@ def test_query_count_does_not_grow_with_rows(fleet, client_for, persona):
 def test_query_count_is_pinned(fleet, client_for):
     """Session, user, roles (managed, member_of, user and group permissions), the count of
     workloads, the cluster and budget choices of the filter form, the page of workloads (owner,
-    budget, cluster joined). The nav's pending decisions cost nothing for a researcher."""
+    budget, cluster joined), and the held GPUs of the page's running workloads (one query for
+    the page, for "Why / where"). The nav's pending decisions cost nothing for a researcher."""
     client = client_for("researcher")
     client.get(LIST)
-    assert count_queries(client, LIST) == 10
+    assert count_queries(client, LIST) == 11
+
+
+def test_query_count_without_running_workloads_needs_no_gpu_query(fleet, client_for):
+    client = client_for("researcher")
+    client.get(LIST)
+    assert count_queries(client, LIST + "?state=PENDING") == 10
+
+
+def test_running_rows_say_where_they_run_and_whether_protected(fleet, client_for):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Run, RunGPU
+
+    body = client_for("ceo").get(LIST).content.decode()
+    row = body[body.index(f'id="workload-{fleet.run_w.pk}"'):]
+    row = row[:row.index("</tr>")]
+    # fixture run: 2 GPUs on h100-0, protected for an hour from T0 (long past): preemptible
+    assert "on h100-0 GPUs 0-1" in row
+    assert "preemptible" in row
+    assert "past its minimum runtime" in row
+    Run.objects.filter(pk=fleet.run.pk).update(
+        protected_until=timezone.now() + timedelta(minutes=30, seconds=30))
+    RunGPU.objects.create(run=fleet.run, host=fleet.h100_1, index=5)
+    body = client_for("ceo").get(LIST).content.decode()
+    row = body[body.index(f'id="workload-{fleet.run_w.pk}"'):]
+    row = row[:row.index("</tr>")]
+    assert "on h100-0 GPUs 0-1; h100-1 GPU 5" in row
+    assert "protected for 30 min" in row
+    # an unallocated run is preemptible at any moment; a signalled one is checkpointing
+    Run.objects.filter(pk=fleet.run.pk).update(allocated=False)
+    assert "unallocated: free, preemptible" in client_for("ceo").get(LIST).content.decode()
+    Run.objects.filter(pk=fleet.run.pk).update(signalled_at=timezone.now())
+    assert "checkpointing" in client_for("ceo").get(LIST).content.decode()

@@ -11,10 +11,14 @@ Victims, in order of preference:
 Protected runs are never victims of rebalancing. Among the sets that make the requester fit
 on one host (or on whole hosts), the cheapest wins: fewest allocated GPUs lost (unallocated
 first), then fewest GPUs lost, then fewest non-resumable GPUs, then the most over-used.
+
+A host held for a reservation is searched only for a requester that will be out of the way
+before the reservation starts (``ends <= until``): the same rule as backfilling it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,7 +132,7 @@ class Board:
         self.size = np.array([floor.size[h] for h in self.hosts], dtype=np.int64)
         self.base = self.size.copy()  # free or being released; hosts without runs: all
         self.within = self.size.copy()  # base + GPUs of unallocated runs
-        self.open = self.size.copy()  # size, or 0 while the host is held
+        self.until = np.full(n, math.inf)  # when a held host's reservation starts; inf if not
         self.over = np.zeros(n)  # most over-used candidate ratio on the host
         self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
         self.emptiable: dict[str, tuple | None] = {}  # cost of all runs if all are candidates
@@ -171,7 +175,7 @@ class Board:
             total = _add(total, o[0])
         self.emptiable[host] = total if len(options) == len(here) else None
         self.base[i], self.within[i], self.over[i] = base, base + unalloc, over
-        self.open[i] = 0 if host in floor.held else self.size[i]
+        self.until[i] = floor.held.get(host, math.inf)
         width = self.rank.shape[1]
         if len(ranks) > width:
             extra, width = len(ranks) - width, len(ranks)
@@ -218,23 +222,28 @@ def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, 
     return None if best[0] is None else (best[0], best[1])
 
 
-def victims_for(requester: Workload, floor: Floor, rules: Rules) -> Victims | None:
+def victims_for(
+    requester: Workload, floor: Floor, rules: Rules, ends: float = math.inf
+) -> Victims | None:
     """The cheapest set of runs whose departure lets ``requester`` fit, or None.
 
     GPUs already being released by signalled runs count as free (they are on their way) so a
-    requester waiting on them triggers no further preemption. Held hosts are left alone.
+    requester waiting on them triggers no further preemption. ``ends`` is when the requester
+    would be out of the way (after the grace period and its run): a held host is searched only
+    if its reservation starts no earlier (as for backfill); by default held hosts are left alone.
     """
     if requester.min_runtime <= 0:
         return None
     board = rules.board(floor)
     if requester.gpus <= floor.largest:
-        return _on_one_host(requester, board)
-    return _on_whole_hosts(requester, board)
+        return _on_one_host(requester, board, ends)
+    return _on_whole_hosts(requester, board, ends)
 
 
-def _on_one_host(requester: Workload, board: Board) -> Victims | None:
+def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | None:
     g, rules = requester.gpus, board.rules
-    rows = np.flatnonzero((board.reach(requester) >= g) & (board.open >= g))
+    usable = (board.size >= g) & (board.until >= ends)
+    rows = np.flatnonzero((board.reach(requester) >= g) & usable)
     if rows.size == 0:
         return None
     need = g - board.base[rows]
@@ -262,9 +271,9 @@ def _on_one_host(requester: Workload, board: Board) -> Victims | None:
     return Victims(runs=best[1], hosts=[best[2]], cost=best[0])
 
 
-def _on_whole_hosts(requester: Workload, board: Board) -> Victims | None:
+def _on_whole_hosts(requester: Workload, board: Board, ends: float) -> Victims | None:
     floor, rules = board.floor, board.rules
-    rows = np.flatnonzero((board.reach(requester) >= board.size) & (board.open > 0))
+    rows = np.flatnonzero((board.reach(requester) >= board.size) & (board.until >= ends))
     if int(board.size[rows].sum()) < requester.gpus:
         return None
     cost: dict[str, tuple] = {}

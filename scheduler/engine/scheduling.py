@@ -12,7 +12,8 @@
 4. The first workload that can neither start nor preempt holds the hosts that will free
    soonest; after that, held hosts take only work that will be out of the way in time
    (by expected duration, else by protection) or, under fair share, unallocated work that the
-   holder may preempt.
+   holder may preempt. The same rule opens held hosts to preemption: a requester out of the
+   way in time (grace period included) may displace victims there.
 5. Every decision and every wait carries a reason naming budgets and their ratios.
 """
 
@@ -185,7 +186,8 @@ class _Walk:
         self.holds_left = RESERVATIONS
         self.holders: list[str] = []
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
-        self.cannot_preempt: dict[str, int] = {}  # leaf -> smallest size with no victim set
+        # leaf -> (size, end) of a request that found no victim set: larger, later ones skip
+        self.cannot_preempt: dict[str, tuple[int, float]] = {}
         self.nohold = math.inf  # smallest size no hosts could be held for
         self._free_seen = (-1, 0)
         self._room_seen = (-1, 0)
@@ -296,11 +298,14 @@ class _Walk:
 
     def _victims(self, w: Workload) -> Victims | None:
         g = w.gpus
-        if g >= self.cannot_preempt.get(w.budget, math.inf):
-            return None  # a smaller request of the same budget found nothing: neither will this
-        found = victims_for(w, self.floor, self.rules)
-        if found is None:
-            self.cannot_preempt[w.budget] = min(g, self.cannot_preempt.get(w.budget, math.inf))
+        # a held host is open to it if it is out of the way in time, grace period included
+        ends = self._ends(w) + self.params.grace if self.floor.held else math.inf
+        size, until = self.cannot_preempt.get(w.budget, (math.inf, math.inf))
+        if g >= size and ends >= until:
+            return None  # a smaller, shorter request of the same budget found nothing
+        found = victims_for(w, self.floor, self.rules, ends)
+        if found is None and (g <= size and ends <= until):
+            self.cannot_preempt[w.budget] = (g, ends)
         return found
 
     def _claim(self, w: Workload, victims: Victims) -> None:

@@ -26,6 +26,7 @@ def _point(args: argparse.Namespace) -> dict:
         "window_s": args.window,
         "max_min_runtime_s": args.max_min_runtime,
         "hysteresis": args.hysteresis,
+        "grace_s": args.grace,
         "wait_p95_s": s["waits"]["all"]["p95"],
         "debug_p95_s": s["waits"]["debug"]["p95"],
         "debug_p99_s": s["waits"]["debug"]["p99"],
@@ -61,7 +62,7 @@ def _h(s):
 def format_table(rows: list[dict]) -> str:
     head = (f"{'window':>8}{'max_min_rt':>11}{'hyst':>6}{'wait p95':>10}{'debug p95':>10}"
             f"{'debug p99':>10}{'alloc p95':>10}{'occup.':>8}{'preempt':>9}{'requeue':>9}"
-            f"{'lost GPU-h':>11}{'max |dev|':>10}{'wall':>7}")
+            f"{'lost GPU-h':>11}{'max |dev|':>10}{'grace':>7}{'wall':>7}")
     lines = [head]
     for r in rows:
         dev = "-" if r["max_dev"] is None else f"{r['max_dev']:.1%}"
@@ -69,7 +70,8 @@ def format_table(rows: list[dict]) -> str:
             f"{_h(r['window_s']):>8}{_h(r['max_min_runtime_s']):>11}{r['hysteresis']:>6.2f}"
             f"{_h(r['wait_p95_s']):>10}{_h(r['debug_p95_s']):>10}{_h(r['debug_p99_s']):>10}"
             f"{_h(r['allocated_p95_s']):>10}{r['occupancy']:>8.1%}{r['preemptions']:>9}"
-            f"{r['requeues']:>9}{r['lost_gpu_h']:>11.1f}{dev:>10}{r['wall_s']:>6.1f}s"
+            f"{r['requeues']:>9}{r['lost_gpu_h']:>11.1f}{dev:>10}{_h(r['grace_s']):>7}"
+            f"{r['wall_s']:>6.1f}s"
         )
     lines.append("max |dev|: largest |delivered/entitlement - 1| of any leaf budget in any "
                  "full window after the first (a budget without demand is far below 1)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine_builders import HOUR, hosts, job, one_pass, preempted, run, state, tree
+from engine_builders import HOUR, hosts, job, one_pass, preempted, run, started, state, tree
 
 NOW = 10 * HOUR
 ONE_HOST = hosts(1)
@@ -285,3 +285,53 @@ def test_deeper_tree_compares_researchers_under_one_project():
         capacity=CAPACITY,
     )
     assert preempted(one_pass(st, t)) == ["v"]
+
+
+THREE = tree(a=1, b=1, c=1, a__a1=1, b__b1=1, c__c1=1)  # a1, b1, c1: a third each
+
+
+def _held_floor_state(debug_duration: float):
+    """Two full hosts. b/b1's protected runs keep h0 and h1 busy for 5 more hours; h1 also
+    runs 4 GPUs of unallocated work. a/a1 (0%) asks for 16 GPUs: it can neither start nor
+    preempt (protected work), so it holds h0 and h1 until NOW + 5 h. c/c1 (30%) ranks below
+    a/a1 and asks for one GPU."""
+    cap = 16 * NOW
+    prot = run(job("prot", "b/b1", gpus=8, min_runtime=8 * HOUR), "h0", range(8),
+               started=NOW - 3 * HOUR)
+    prot2 = run(job("prot2", "b/b1", gpus=4, min_runtime=8 * HOUR), "h1", range(4),
+                started=NOW - 3 * HOUR)
+    free = run(job("free", "b/b1", gpus=4, min_runtime=0), "h1", range(4, 8),
+               started=NOW - HOUR)
+    big = job("big", "a/a1", gpus=16, min_runtime=8 * HOUR, duration=10 * HOUR)
+    dbg = job("dbg", "c/c1", gpus=1, min_runtime=900, duration=debug_duration, submitted=NOW)
+    usage = {"a/a1": 0.0, "b/b1": 0.6 * cap, "c/c1": 0.1 * cap}
+    return state(NOW, hosts(2), [prot, prot2, free], [big, dbg], usage=usage, capacity=cap)
+
+
+def test_short_requester_may_preempt_unallocated_work_on_a_held_host():
+    # dbg would be gone by NOW + 300 s grace + 600 s, long before the hold starts (NOW + 5 h):
+    # the backfill rule lets it use the held host, so it may also displace unallocated work
+    result = one_pass(_held_floor_state(600.0), THREE)
+    [hold] = [d for d in result.decisions if type(d).__name__ == "Hold"]
+    assert hold.hosts == ("h0", "h1") and hold.until == NOW + 5 * HOUR
+    assert preempted(result) == ["free"]
+    assert result.waiting["dbg"].startswith("preempting 1 run(s) on h1")
+
+
+def test_requester_that_would_outlast_the_reservation_leaves_a_held_host_alone():
+    # 6 h of work ends after the hold starts (NOW + 5 h): not allowed on h0 or h1
+    result = one_pass(_held_floor_state(6 * HOUR), THREE)
+    assert preempted(result) == []
+    assert "hosts held for a/a1/big" in result.waiting["dbg"]
+
+
+def test_debug_job_of_an_over_used_program_waits_for_a_branch_within_entitlement():
+    # c/c1 at 150% asks for one GPU; b/b1 (90%, past protection) fills the host: b ranks
+    # above c and is within its entitlement, so nothing may be preempted
+    cap = 8 * NOW
+    busy = past(job("busy", "b/b1", gpus=8), "h0", range(8))
+    dbg = job("dbg", "c/c1", gpus=1, min_runtime=900, duration=600, submitted=NOW)
+    usage = {"b/b1": 0.9 * cap / 3, "c/c1": 1.5 * cap / 3}
+    result = one_pass(state(NOW, ONE_HOST, [busy], [dbg], usage=usage, capacity=cap), THREE)
+    assert preempted(result) == [] and not started(result)
+    assert "no run it may preempt (c/c1 at 150% of entitlement)" in result.waiting["dbg"]

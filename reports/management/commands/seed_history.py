@@ -6,7 +6,9 @@ Builds its own budget tree under the first root (4 programs x 4 projects x 2 res
 unless the root already has children, gives every node shares on the cluster with a few
 changes over the year in the audit log, and writes 10-minute occupancy samples, hourly usage
 and capacity rollups, workloads with runs and events, and host failures and repairs, with
-bulk_create.
+bulk_create. Capacity is charged from the samples as the live loop does
+(``scheduler.history.capacity_rollups``, shared with the demo's seeded week, which replays
+the Philly trace through the simulator instead: ``manage.py seed_demo``).
 """
 
 import random
@@ -18,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
+from scheduler.history import bulk, capacity_rollups
 from scheduler.models import (
     CapacityRollup,
     Cluster,
@@ -107,13 +110,7 @@ class Command(BaseCommand):
             t += timedelta(minutes=10)
         OccupancySample.objects.bulk_create(samples, batch_size=BATCH)
         # what the live loop charges between ticks: each sample's healthy GPUs until the next
-        capacity: dict = {}
-        for sample in samples:
-            hour = sample.at.replace(minute=0, second=0, microsecond=0)
-            capacity[hour] = capacity.get(hour, 0.0) + sample.available * 600.0
-        CapacityRollup.objects.bulk_create(
-            (CapacityRollup(cluster=big, hour=hour, gpu_seconds=gpu_s)
-             for hour, gpu_s in capacity.items()), batch_size=BATCH)
+        bulk(CapacityRollup, capacity_rollups(big, samples, now))
 
         rollups, hour = [], start
         while hour < now:
