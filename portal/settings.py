@@ -171,6 +171,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env.env_int("TIMESHARE_TICK_SECONDS", 5, minimum=1)),
         "options": {"expires": 30},
     },
+    "compact-occupancy-samples": {
+        "task": "scheduler.compact_samples",
+        "schedule": 3600.0,
+    },
 }
 
 LOGGING = {

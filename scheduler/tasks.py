@@ -42,6 +42,16 @@ def tick_all() -> int:
     return len(ids)
 
 
+@shared_task(name="scheduler.compact_samples", ignore_result=True)
+def compact_samples() -> int:
+    from django.utils import timezone
+
+    from scheduler.retention import compact_samples as compact
+
+    now = timezone.now()
+    return sum(compact(pk, now) for pk in Cluster.objects.values_list("pk", flat=True))
+
+
 def _record_duration(cluster_id: int, seconds: float) -> None:
     """For the /metrics page (portal.metrics), when it is installed."""
     try:
