@@ -541,7 +541,9 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
             waits[stay.budget_id].append(stay.wait)
     pending = tree.subtree_sums(pending)
     waits_sub = tree.subtree_lists(waits)
-    span = seconds(start, until)
+    # Shares in force are averaged over the part of the period the cluster existed: before it
+    # nobody held shares, and that must not dilute the average.
+    span = seconds(max(start, min(cluster.created, until)), until)
     rows = []
     for node in tree.nodes:
         pk = node.pk
