@@ -524,9 +524,12 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
     now = now or timezone.now()
     until = period_until(start, end, now)
     tree = tree or Tree()
-    segments = share_segments(cluster, tree, start, until)
-    capacity = Capacity.load(cluster, start, until, cuts=[seg.start for seg in segments])
-    entitled, share_time, fraction_time = entitlement_seconds(segments, capacity, start, until)
+    # Shares in force are averaged over the part of the period the cluster existed: before it
+    # nobody held shares, and that must not dilute the average.
+    existed = max(start, min(cluster.created, until))
+    segments = share_segments(cluster, tree, existed, until)
+    capacity = Capacity.load(cluster, existed, until, cuts=[seg.start for seg in segments])
+    entitled, share_time, fraction_time = entitlement_seconds(segments, capacity, existed, until)
     delivered = tree.subtree_sums(delivered_seconds(cluster, start, end))
     facts = run_facts(cluster, start, end, now)
     unallocated = tree.subtree_sums(facts.unallocated_seconds)
@@ -541,9 +544,7 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
             waits[stay.budget_id].append(stay.wait)
     pending = tree.subtree_sums(pending)
     waits_sub = tree.subtree_lists(waits)
-    # Shares in force are averaged over the part of the period the cluster existed: before it
-    # nobody held shares, and that must not dilute the average.
-    span = seconds(max(start, min(cluster.created, until)), until)
+    span = seconds(existed, until)
     rows = []
     for node in tree.nodes:
         pk = node.pk

@@ -26,8 +26,17 @@ from budgets import services
 from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
 from scheduler.models import Cluster, Host
 
-# Workloads, hosts and extra memberships for the scheduler pages (tests/fixtures_scheduler.py).
-pytest_plugins = ["fixtures_scheduler"]
+# Every fixture module, registered once for the whole suite:
+# fixtures_scheduler (workloads and hosts for the pages), fixtures_loop (the live loop's lab
+# with a controlled clock), fixtures_worker (a real Celery worker process), fixtures_api (API
+# clients with real tokens), fixtures_reports (known histories for the reports).
+pytest_plugins = [
+    "fixtures_scheduler",
+    "fixtures_loop",
+    "fixtures_worker",
+    "fixtures_api",
+    "fixtures_reports",
+]
 
 PASSWORD = "persona-password"
 PERSONAS = ("ceo", "pi", "lead", "researcher", "outsider", "operator")

@@ -1,7 +1,7 @@
 """API clients for the personas (tests/conftest.py): `api_for("pi")` authenticates with a real
 API token, as the CLI and scripts do; `api_for(None)` is anonymous.
 
-Use them with `pytest_plugins = ["fixtures_api"]` in a test module.
+Registered for the whole suite by tests/conftest.py.
 """
 
 import pytest

@@ -11,8 +11,6 @@ from rest_framework.test import APIClient
 
 from portal.models import ApiToken, digest
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 
 def bearer(key):
     client = APIClient()

@@ -12,8 +12,6 @@ from budgets.models import Allocation, AllocationChange
 from scheduler.loop import floor_hour
 from scheduler.models import CapacityRollup, OccupancySample, UsageRollup
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 TREE = "/api/budgets/"
 
 

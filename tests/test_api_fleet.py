@@ -5,8 +5,6 @@ import pytest
 
 from scheduler.models import Host, HostEvent
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 READERS = ["ceo", "pi", "lead", "researcher", "operator", "bob"]
 
 

@@ -6,8 +6,6 @@ import pytest
 from budgets import services
 from budgets.models import ChangeRequest
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 LIST = "/api/requests/"
 
 

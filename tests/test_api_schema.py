@@ -25,8 +25,6 @@ from schemathesis.checks import (
 from budgets import services
 from portal.wsgi import application
 
-pytest_plugins = ["fixtures_api"]  # token_for(user)
-
 EXAMPLES = 10
 
 CHECKS = [

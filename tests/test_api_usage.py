@@ -3,8 +3,6 @@ the rows reports.permissions lets each persona read."""
 
 import pytest
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 USAGE = "/api/usage/"
 
 ROWS = {

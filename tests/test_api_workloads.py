@@ -7,8 +7,6 @@ import pytest
 
 from scheduler.models import Event, Workload
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 LIST = "/api/workloads/"
 
 VISIBLE = {

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures_reports"]
-
 WEEK = "?period=week&date=2025-03-05"
 
 pytestmark = pytest.mark.browser

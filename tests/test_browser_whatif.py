@@ -13,8 +13,6 @@ import pytest
 from reports import tasks, whatif
 from reports.models import WhatIf
 
-pytest_plugins = ["tests.fixtures_reports"]
-
 pytestmark = pytest.mark.browser
 
 

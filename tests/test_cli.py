@@ -16,7 +16,6 @@ from scheduler.models import Host, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["fixtures_api"]  # token_for(user)
 
 
 @pytest.fixture

@@ -4,10 +4,9 @@ preempted at once, idempotence. Every tick here runs twice at the same instant a
 one must change nothing."""
 
 import pytest
-from test_loop_setup import (  # noqa: F401
+from fixtures_loop import (
     at,
     held_gpus,
-    lab_fixture,
     make_workload,
     overuse,
     refresh,

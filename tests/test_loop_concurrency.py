@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from django.db import DatabaseError, connection, connections
 from django.utils import timezone
-from test_loop_setup import lab_fixture  # noqa: F401
 
 from scheduler import loop, services
 from scheduler.models import Run, RunGPU, Workload

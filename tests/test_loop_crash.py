@@ -2,7 +2,7 @@
 tick writes is one transaction, and the fleet is told only after the commit."""
 
 import pytest
-from test_loop_setup import at, held_gpus, lab_fixture, make_workload, refresh, state_snapshot  # noqa: F401
+from fixtures_loop import at, held_gpus, make_workload, refresh, state_snapshot
 
 from scheduler import loop
 from scheduler.fleet import SimulatedFleet

@@ -2,7 +2,7 @@
 person writes down by hand from the database, and the decisions it applies are exactly those
 ``schedule()`` returns for that state."""
 
-from test_loop_setup import T0, at, lab_fixture, make_workload  # noqa: F401
+from fixtures_loop import T0, at, make_workload
 
 from scheduler import loop
 from scheduler.engine import (

@@ -1,7 +1,7 @@
 """Drain, repair, escalation and host failure through the live loop, with a controlled clock."""
 
 import pytest
-from test_loop_setup import at, held_gpus, lab_fixture, make_workload, refresh  # noqa: F401
+from fixtures_loop import at, held_gpus, make_workload, refresh
 
 from scheduler import loop, services
 from scheduler.fleet import HealthSignal, HostHealth, SimulatedFleet

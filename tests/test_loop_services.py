@@ -3,7 +3,7 @@ transaction with its events, and asks for a tick once committed."""
 
 import pytest
 from django.core.exceptions import PermissionDenied
-from test_loop_setup import lab_fixture, make_workload, state_snapshot, tick  # noqa: F401
+from fixtures_loop import make_workload, state_snapshot, tick
 
 from budgets.models import BudgetNode
 from scheduler import services, tasks

@@ -6,7 +6,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 import pytest
-from test_loop_setup import at, lab_fixture, make_workload  # noqa: F401
+from fixtures_loop import at, make_workload
 
 from scheduler import loop, services
 from scheduler.engine import window_usage as engine_window_usage

@@ -10,8 +10,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from portal.metrics import record_tick
 from scheduler.models import Event, HostEvent, Run
 
-pytest_plugins = ["fixtures_api"]  # api_for(persona): a client with a real API token
-
 URL = "/metrics"
 
 

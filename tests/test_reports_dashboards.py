@@ -15,8 +15,6 @@ from budgets.models import BudgetNode
 from reports import metrics
 from scheduler.models import Workload
 
-pytest_plugins = ["tests.fixtures_reports"]
-
 
 def figure(body, figure_id):
     match = re.search(rf'<script id="{figure_id}" type="application/json">(.*?)</script>',

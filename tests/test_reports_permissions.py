@@ -6,8 +6,6 @@ import io
 import pytest
 from django.urls import reverse
 
-pytest_plugins = ["tests.fixtures_reports"]
-
 WEEK = "?period=week&date=2025-03-05"
 
 

@@ -20,9 +20,6 @@ from django.urls import reverse
 from reports import metrics
 from scheduler.models import HostEvent, UsageRollup
 
-pytest_plugins = ["tests.fixtures_reports"]
-
-
 
 def at(day, hour=0, minute=0):
     return datetime(2025, 3, day, hour, minute, tzinfo=UTC)

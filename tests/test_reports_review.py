@@ -10,8 +10,6 @@ from django.urls import reverse
 
 from reports import metrics
 
-pytest_plugins = ["tests.fixtures_reports"]
-
 WEEK = "?period=week&date=2025-03-05"
 WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
 WEEK_END = datetime(2025, 3, 10, tzinfo=UTC)

@@ -22,8 +22,6 @@ from django.urls import reverse
 from reports import tasks
 from reports.models import WhatIf
 
-pytest_plugins = ["tests.fixtures_reports"]
-
 HOUR = 3600
 
 

@@ -2,7 +2,6 @@
 commit, and a broker outage never breaks a submission."""
 
 from django.conf import settings
-from test_loop_setup import lab_fixture  # noqa: F401
 
 from scheduler import services, tasks
 from scheduler.models import Run, Workload

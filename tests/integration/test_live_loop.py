@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from polling import wait_for
-from test_loop_setup import lab_fixture  # noqa: F401
 
 from scheduler import loop, services
 from scheduler.models import Event, Host, HostEvent, Run, UsageRollup, Workload

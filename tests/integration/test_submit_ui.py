@@ -7,7 +7,6 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from polling import wait_for
-from test_loop_setup import lab_fixture  # noqa: F401
 
 from scheduler.models import Event, Run, Workload
 

@@ -6,31 +6,15 @@ They are marked ``slurm`` and skipped unless ``TIMESHARE_SLURM_CONF`` points at 
 every test starts and ends with no job in the partition and every node resumed.
 """
 
-import importlib.util
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from slurm_helpers import PARTITION, reset_slurm, slurm
-from test_loop_setup import lab  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
-INTEGRATION = HERE.parent / "integration"
 REQUIRE = "TIMESHARE_REQUIRE_SLURM"
-
-# The integration tests' helpers: polling.wait_for and the real Celery worker fixture.
-if str(INTEGRATION) not in sys.path:
-    sys.path.insert(0, str(INTEGRATION))
-_spec = importlib.util.spec_from_file_location("integration_worker", INTEGRATION / "conftest.py")
-_worker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_worker)
-celery_worker = _worker.celery_worker
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slurm: needs a live Slurm cluster (TIMESHARE_SLURM_CONF)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -67,8 +51,8 @@ def clean_slurm(slurm_conf):
 
 
 @pytest.fixture
-def slurm_lab(lab, clean_slurm, tmp_path):  # noqa: F811 - the lab fixture
-    """The lab (tests/test_loop_setup.py) on the live Slurm: its hosts are Slurm's nodes
+def slurm_lab(lab, clean_slurm, tmp_path):
+    """The lab (tests/fixtures_loop.py) on the live Slurm: its hosts are Slurm's nodes
     n1..n4 (8 GPUs each), synced with ``manage.py slurm_sync``; grace 3 s, repairs after 1 s.
     ``use_hosts(slurm_lab, "n1", ...)`` keeps only some of them in Timeshare."""
     from django.core.management import call_command

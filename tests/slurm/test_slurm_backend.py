@@ -8,9 +8,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
+from fixtures_loop import make_workload
 from polling import wait_for
 from slurm_helpers import job, jobs, nodes, slurm, use_hosts
-from test_loop_setup import make_workload
 
 from scheduler import loop, services
 from scheduler.fleet.slurm import SlurmFleet

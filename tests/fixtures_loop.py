@@ -12,7 +12,8 @@ By hand: prog-a 70%, proj-a1 35%, proj-a2 35%, prog-b 30%, proj-b1 30% of the cl
 ``overuse(lab, budget, ratio)`` writes usage rollups so that the budget's ratio over the
 window is about ``ratio`` at T0.
 
-Other files import the fixture from here (``from test_loop_setup import lab_fixture``).
+The fixture is registered for the whole suite by tests/conftest.py; the helpers are imported
+from here (``from fixtures_loop import at, make_workload``).
 """
 
 from datetime import timedelta
