@@ -192,6 +192,7 @@ class _Walk:
         self._free_seen = (-1, 0)
         self._room_seen = (-1, 0)
         self._labels: dict[str, str] = {}
+        self._whys: dict[tuple, str] = {}  # _why depends only on these: built once per key
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
             self.quota = {leaf: tree.fraction(leaf) * total for leaf in tree.nodes}
@@ -396,7 +397,17 @@ class _Walk:
         return label
 
     def _why(self, w: Workload) -> str:
-        g, free = w.gpus, self._open_free()
+        # the reason depends only on the size, allocated or not, the budget (its label), the
+        # free GPUs and whether hosts are held (holders[0] never changes once set)
+        free = self._open_free()
+        key = (w.gpus, w.min_runtime <= 0, w.budget, free, bool(self.holders))
+        why = self._whys.get(key)
+        if why is None:
+            why = self._whys[key] = self._format_why(w, free)
+        return why
+
+    def _format_why(self, w: Workload, free: int) -> str:
+        g = w.gpus
         shape = f"needs {g} GPUs" if g <= self.floor.largest else f"needs {g} GPUs on whole hosts"
         if w.min_runtime <= 0:
             why = f"unallocated: {shape}, {free} idle"

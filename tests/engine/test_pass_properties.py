@@ -214,3 +214,24 @@ def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
         if rng.random() < 0.3:
             host = rng.choice(state.hosts)
             host.state = rng.choice([HostState.AVAILABLE, HostState.DRAINING])
+
+
+@SETTINGS
+@given(scenarios())
+def test_cached_waiting_reasons_are_those_formatted_afresh(case):
+    """The cached waiting reasons give the same decisions, reasons and waits as formatting
+    every reason afresh."""
+    import pytest
+
+    from scheduler.engine import scheduling
+
+    state, tree, params = case
+    fast = schedule(state, tree, params)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduling._Walk, "_why", lambda self, w: self._format_why(w, self._open_free()))
+        plain = schedule(state, tree, params)
+    assert [(type(d).__name__, d.reason) for d in fast.decisions] == [
+        (type(d).__name__, d.reason) for d in plain.decisions
+    ]
+    assert _summary(fast) == _summary(plain)
+    assert fast.order == plain.order
