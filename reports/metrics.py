@@ -54,6 +54,7 @@ from budgets.models import Allocation, AllocationChange, BudgetNode
 from budgets.services import depth_first, shares_by_path
 from reports.sql import Epoch, bucket_start, moment, time_bucket
 from scheduler.engine import BudgetTree, Standing, fractions
+from scheduler.engine.contract import workload_class
 from scheduler.models import (
     CapacityRollup,
     Event,
@@ -66,8 +67,6 @@ from scheduler.models import (
 )
 
 HOUR = 3600.0
-DEBUG_GPUS = 2
-DEBUG_MIN_RUNTIME = 15 * 60
 
 DEFINITIONS = [
     ("Shares", "shares in force, weighted by the time each value held (from the audit log)"),
@@ -362,11 +361,7 @@ class Wait:
         return end - begin if end > begin else 0.0
 
     def kind(self, host_gpus: int) -> str:
-        if not self.allocated:
-            return "unallocated"
-        if self.gpus <= DEBUG_GPUS and self.min_runtime <= DEBUG_MIN_RUNTIME:
-            return "debug"
-        return "small" if self.gpus <= host_gpus else "large"
+        return workload_class(self.gpus, self.min_runtime, host_gpus)
 
 
 # A stay in the queue ends at the first of these events after it began.

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from budgets.models import BudgetNode
+from scheduler.engine.contract import DEBUG_MAX_GPUS, DEBUG_MAX_MIN_RUNTIME
 from scheduler.engine.traces import TRACES_DIR, seeded_unit, vc_name
 
 TRACE = TRACES_DIR / "philly_vc.csv"
 START_DAY = 30.4  # the live load starts here (day 30, 09:36); the seeded history ends here
-DEBUG_GPUS, DEBUG_SECONDS = 2, 15 * 60
 MAX_MIN_RUNTIME = 8 * 3600
 B200_SHARE = 0.2
 NO_ALLOCATION_WEIGHT = 0.02
@@ -145,8 +145,8 @@ class Rule:
         node, members = self.leaves[self.leaf_index(name, job.job_id)]
         user = members[int(seeded_unit(self.seed, "user", job.job_id) * len(members))]
         gpus = max(1, min(job.gpus, self.max_gpus))
-        if gpus <= DEBUG_GPUS and job.duration <= DEBUG_SECONDS:
-            declared = DEBUG_SECONDS
+        if gpus <= DEBUG_MAX_GPUS and job.duration <= DEBUG_MAX_MIN_RUNTIME:
+            declared = DEBUG_MAX_MIN_RUNTIME
         elif seeded_unit(self.seed, "unallocated", job.job_id) < 0.1:
             declared = 0
         else:

@@ -68,3 +68,29 @@ def validate(workload: Workload, hosts: Iterable[Host], tree: BudgetTree, params
             f"{workload.budget} has no allocation on this cluster: it can only run "
             "unallocated work here (min_runtime 0, preemptible at any moment)"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Workload classes: how waits are reported (the seeds' debug test), in the simulator, the
+# reports and the metrics alike.
+
+DEBUG_MAX_GPUS = 2
+DEBUG_MAX_MIN_RUNTIME = 15 * 60
+
+
+def is_debug(gpus: int, min_runtime: float) -> bool:
+    """Debug workload: few GPUs (<= 2) and an allocated min_runtime of at most 15 minutes.
+
+    Unallocated work (min_runtime 0) is free and preemptible at any moment; it is counted in its
+    own class, not as debug (a 1-2 minute wait is a goal only for funded debug sessions).
+    """
+    return gpus <= DEBUG_MAX_GPUS and 0 < min_runtime <= DEBUG_MAX_MIN_RUNTIME
+
+
+def workload_class(gpus: int, min_runtime: float, gpus_per_host: int) -> str:
+    """unallocated, debug, small (fits one host) or large (spans hosts)."""
+    if min_runtime <= 0:
+        return "unallocated"
+    if is_debug(gpus, min_runtime):
+        return "debug"
+    return "small" if gpus <= gpus_per_host else "large"

@@ -21,15 +21,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .contract import DEBUG_MAX_GPUS, DEBUG_MAX_MIN_RUNTIME, is_debug
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRACES_DIR = PROJECT_ROOT.parent / "shared" / "traces"
 PHILLY_SIZES = TRACES_DIR / "philly_vc_sizes.csv"
 
 DESIGN_COLUMNS = ("submit_time", "duration", "gpus", "budget", "user", "min_runtime", "resumable")
 PUBLIC_COLUMNS = ("job_id", "submit_s", "duration_s", "num_gpus", "group", "user", "job_class")
-
-DEBUG_MAX_GPUS = 2
-DEBUG_MAX_MIN_RUNTIME = 15 * 60
 
 
 class TraceError(ValueError):
@@ -52,15 +51,6 @@ class TraceJob:
     @property
     def allocated(self) -> bool:
         return self.min_runtime > 0
-
-
-def is_debug(gpus: int, min_runtime: float) -> bool:
-    """Debug workload: few GPUs (<= 2) and an allocated min_runtime of at most 15 minutes.
-
-    Unallocated work (min_runtime 0) is free and preemptible at any moment; it is counted in its
-    own class, not as debug (a 1-2 minute wait is a goal only for funded debug sessions).
-    """
-    return gpus <= DEBUG_MAX_GPUS and 0 < min_runtime <= DEBUG_MAX_MIN_RUNTIME
 
 
 def job_class(gpus: int, min_runtime: float) -> str:
