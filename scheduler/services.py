@@ -325,24 +325,20 @@ def drain(user, host: Host, reason: str) -> Host:
     return current
 
 
-def return_to_service(user, host: Host, reason: str = "") -> Host:
-    """Undo a drain: a DRAINING or DRAINED host takes work again (no repair needed)."""
+def _back_in_service(user, host: Host, allowed, refusal: str, verb: str, why: str, events):
+    """An operator puts a host back to AVAILABLE: checked, recorded, told to the fleet."""
     from scheduler import loop
 
     _operator(user)
     now = timezone.now()
     with transaction.atomic():
         current = _locked_host(host)
-        if current.state not in (Host.State.DRAINING, Host.State.DRAINED):
-            raise HostActionError(
-                f"{current.name} is {current.state}: only a draining or drained host returns "
-                "to service (repair an escalated or down host instead).", None
-            )
-        why = (reason or "").strip() or "drain cancelled"
+        if current.state not in allowed:
+            raise HostActionError(f"{current.name} is {current.state}: {refusal}", None)
         current.failed_repairs = 0
-        _set_host(current, Host.State.AVAILABLE, f"returned by {user.get_username()}: {why}", now)
-        HostEvent.objects.create(
-            host=current, at=now, kind=HostEvent.Kind.RETURNED, reason=why, by=user
+        _set_host(current, Host.State.AVAILABLE, f"{verb} by {user.get_username()}: {why}", now)
+        HostEvent.objects.bulk_create(
+            HostEvent(host=current, at=now, by=user, **event) for event in events
         )
         cluster = current.cluster
         transaction.on_commit(lambda: loop.backend_for(cluster).resume(current))
@@ -350,36 +346,30 @@ def return_to_service(user, host: Host, reason: str = "") -> Host:
     return current
 
 
-undrain = return_to_service
+def return_to_service(user, host: Host, reason: str = "") -> Host:
+    """Undo a drain: a DRAINING or DRAINED host takes work again (no repair needed)."""
+    why = (reason or "").strip() or "drain cancelled"
+    return _back_in_service(
+        user, host, (Host.State.DRAINING, Host.State.DRAINED),
+        "only a draining or drained host returns to service (repair an escalated or down host "
+        "instead).",
+        "returned", why, [{"kind": HostEvent.Kind.RETURNED, "reason": why}],
+    )
 
 
 def repair(user, host: Host, note: str = "") -> Host:
     """A human fixed an ESCALATED (or DOWN) host: it is back in service, and the repair is
     counted as one that needed a human."""
-    from scheduler import loop
-
-    _operator(user)
-    now = timezone.now()
-    with transaction.atomic():
-        current = _locked_host(host)
-        if current.state not in (Host.State.ESCALATED, Host.State.DOWN, Host.State.REPAIRING):
-            raise HostActionError(
-                f"{current.name} is {current.state}: only an escalated, down or repairing host "
-                "is repaired by hand.", None
-            )
-        why = (note or "").strip() or "repaired by hand"
-        current.failed_repairs = 0
-        _set_host(current, Host.State.AVAILABLE, f"repaired by {user.get_username()}: {why}", now)
-        HostEvent.objects.create(
-            host=current, at=now, kind=HostEvent.Kind.REPAIR_SUCCEEDED, reason=why, by=user,
-            needed_human=True,
-        )
-        HostEvent.objects.create(host=current, at=now, kind=HostEvent.Kind.RETURNED,
-                                 reason="back in service after a human repair", by=user)
-        cluster = current.cluster
-        transaction.on_commit(lambda: loop.backend_for(cluster).resume(current))
-        _request_tick(current.cluster_id)
-    return current
+    why = (note or "").strip() or "repaired by hand"
+    return _back_in_service(
+        user, host, (Host.State.ESCALATED, Host.State.DOWN, Host.State.REPAIRING),
+        "only an escalated, down or repairing host is repaired by hand.",
+        "repaired", why,
+        [
+            {"kind": HostEvent.Kind.REPAIR_SUCCEEDED, "reason": why, "needed_human": True},
+            {"kind": HostEvent.Kind.RETURNED, "reason": "back in service after a human repair"},
+        ],
+    )
 
 
 def repair_summary(cluster: Cluster | None = None, since=None) -> dict:

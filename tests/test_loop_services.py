@@ -159,7 +159,7 @@ def test_drain_needs_a_reason_and_an_available_host(lab, ticks):
     with pytest.raises(HostActionError, match="only an escalated"):
         services.repair(lab.operator, host)
     assert state_snapshot() == before
-    services.undrain(lab.operator, host)
+    services.return_to_service(lab.operator, host)
     assert Host.objects.get(pk=host.pk).state == "AVAILABLE"
 
 
