@@ -47,8 +47,9 @@ from django.db import connection  # noqa: E402
 from django.db.models import Count  # noqa: E402
 
 from budgets.models import Allocation, BudgetNode  # noqa: E402
+from fleet.models import Cluster, Host  # noqa: E402
 from portal.models import ApiToken  # noqa: E402
-from scheduler.models import Cluster, Event, Host, Workload  # noqa: E402
+from scheduler.models import Event, Workload  # noqa: E402
 
 HOSTS, GPUS_PER_HOST, PROJECTS = 16, 8, 5
 

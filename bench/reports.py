@@ -88,7 +88,7 @@ def child(args) -> int:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from scheduler.models import Cluster
+    from fleet.models import Cluster
 
     vendor = connection.vendor
     call_command("migrate", verbosity=0)

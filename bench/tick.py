@@ -45,17 +45,9 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from budgets.models import Allocation, BudgetNode  # noqa: E402
+from fleet.models import CapacityRollup, Cluster, Host  # noqa: E402
 from scheduler import loop  # noqa: E402
-from scheduler.models import (  # noqa: E402
-    CapacityRollup,
-    Cluster,
-    Host,
-    OccupancySample,
-    Run,
-    RunGPU,
-    UsageRollup,
-    Workload,
-)
+from scheduler.models import OccupancySample, Run, RunGPU, UsageRollup, Workload  # noqa: E402
 
 HOSTS, GPUS_PER_HOST, PENDING, RUNNING = 128, 8, 3000, 600
 

@@ -1,7 +1,7 @@
 from django import forms
 
 from budgets.models import MAX_SHARES, BudgetNode
-from scheduler.models import Cluster
+from fleet.models import Cluster
 
 
 class SharesForm(forms.Form):

@@ -5,7 +5,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.models import Cluster
+from fleet.models import Cluster
 
 MAX_SHARES = 1_000_000
 PATH_SEPARATOR = "/"

@@ -22,7 +22,7 @@ class Roles:
         if user.is_authenticated:
             self.managed = sorted(user.managed_budgets.values_list("path", flat=True))
             self.member_of = sorted(user.member_budgets.values_list("path", flat=True))
-            self.operator = user.has_perm("scheduler.operate_fleet")
+            self.operator = user.has_perm("fleet.operate_fleet")
         else:
             self.managed, self.member_of, self.operator = [], [], False
 

@@ -18,8 +18,8 @@ from budgets.models import (
     ChangeRequest,
 )
 from budgets.permissions import can_decide, can_edit_shares, can_request_change, roles
+from fleet.models import WEEK_HOURS
 from scheduler.engine import fractions
-from scheduler.models import WEEK_HOURS
 
 
 class BudgetError(Exception):

@@ -14,7 +14,7 @@ from budgets.permissions import (
     can_request_change,
     roles,
 )
-from scheduler.models import Cluster
+from fleet.models import Cluster
 
 UNPROCESSABLE = 422
 

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from budgets import services
 from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
-from scheduler.models import CapacityRollup, Cluster, Host, OccupancySample, Workload
+from fleet.models import CapacityRollup, Cluster, Host
+from scheduler.models import OccupancySample, Workload
 
 DEMO_PASSWORD = "timeshare-demo"
 

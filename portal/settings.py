@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "portal",
+    "fleet",
     "budgets",
     "scheduler",
     "reports",
@@ -133,7 +134,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "WorkloadStateEnum": "scheduler.models.Workload.State",
-        "HostStateEnum": "scheduler.models.Host.State",
+        "HostStateEnum": "fleet.models.Host.State",
         "ChangeRequestStateEnum": "budgets.models.ChangeRequest.State",
     },
     "POSTPROCESSING_HOOKS": [

@@ -4,7 +4,8 @@ from django.shortcuts import render
 from budgets import services
 from budgets.models import ChangeRequest
 from budgets.permissions import roles
-from scheduler.models import Cluster, Workload
+from fleet.models import Cluster
+from scheduler.models import Workload
 
 
 @login_required

@@ -52,19 +52,11 @@ from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
 from budgets.services import depth_first, shares_by_path
+from fleet.models import CapacityRollup, Host, HostEvent
 from reports.sql import Epoch, bucket_start, moment, time_bucket
 from scheduler.engine import BudgetTree, Standing, fractions
 from scheduler.engine.contract import workload_class
-from scheduler.models import (
-    CapacityRollup,
-    Event,
-    Host,
-    HostEvent,
-    OccupancySample,
-    Run,
-    UsageRollup,
-    Workload,
-)
+from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
 
 HOUR = 3600.0
 

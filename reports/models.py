@@ -14,7 +14,7 @@ class WhatIf(models.Model):
         DONE = "done"
         FAILED = "failed"
 
-    cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.CASCADE,
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE,
                                 related_name="what_ifs")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                                      related_name="what_ifs")

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from budgets.models import Allocation
+from fleet.models import Cluster
 from reports import charts, metrics, tasks
 from reports.forms import PeriodForm, RangeForm, WhatIfForm
 from reports.models import WhatIf
@@ -25,7 +26,6 @@ from reports.permissions import (
     visible_node_ids,
 )
 from scheduler.engine import percent
-from scheduler.models import Cluster
 
 
 def _cluster(name):

@@ -30,12 +30,13 @@ from django.utils import timezone
 
 from budgets.models import Allocation
 from budgets.services import shares_by_path
+from fleet.models import Cluster
 from reports import metrics
 from reports.sql import Epoch
 from scheduler.engine import Params
 from scheduler.engine.simulate import SimConfig, Simulator
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
-from scheduler.models import Cluster, Run, Workload
+from scheduler.models import Run, Workload
 
 HOUR = 3600.0
 DAY = 86400.0

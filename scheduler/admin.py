@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from scheduler.models import Cluster, Host
+from fleet.models import Cluster, Host
 
 
 @admin.register(Cluster)

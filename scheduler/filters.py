@@ -9,7 +9,8 @@ the filters only narrow it. Invalid filter values give no rows and `errors` says
 from django import forms
 
 from budgets.models import BudgetNode
-from scheduler.models import Cluster, Workload
+from fleet.models import Cluster
+from scheduler.models import Workload
 from scheduler.permissions import restrict_workloads, within_my_budgets
 
 ACTIVE = "active"

@@ -3,7 +3,7 @@ import re
 from django import forms
 
 from budgets.models import BudgetNode
-from scheduler.models import Cluster
+from fleet.models import Cluster
 
 _MINUTES = re.compile(r"^\s*(\d+)\s*$")
 _HOURS_MINUTES = re.compile(r"^\s*(\d+):([0-5]\d)\s*$")

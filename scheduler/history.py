@@ -20,22 +20,12 @@ from datetime import datetime, timedelta
 
 from budgets.models import Allocation, BudgetNode
 from budgets.services import shares_by_path
+from fleet.models import CapacityRollup, Host, HostEvent
 from scheduler.engine import HostState
 from scheduler.engine.simulate import SimConfig, Simulator
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
 from scheduler.loop import split_hours
-from scheduler.models import (
-    CapacityRollup,
-    Event,
-    Host,
-    HostEvent,
-    OccupancySample,
-    Run,
-    RunGPU,
-    UsageRollup,
-    Workload,
-    gpu_ranges,
-)
+from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload, gpu_ranges
 from scheduler.services import engine_params
 
 BATCH = 5000

@@ -35,6 +35,8 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 
 from budgets.models import BudgetNode
+from fleet.backends import BackendUnavailable, FleetBackend, backend_for
+from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from scheduler.engine import (
     ClusterState,
     Hold,
@@ -50,19 +52,7 @@ from scheduler.engine import (
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
-from scheduler.fleet import BackendUnavailable, FleetBackend, backend_for
-from scheduler.models import (
-    CapacityRollup,
-    Cluster,
-    Event,
-    Host,
-    HostEvent,
-    OccupancySample,
-    Run,
-    RunGPU,
-    UsageRollup,
-    Workload,
-)
+from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 from scheduler.services import budget_tree, engine_params
 
 log = logging.getLogger(__name__)
@@ -851,7 +841,7 @@ def _launch(fleet: FleetBackend, run: Run, placement: Placement, launched: list)
 
 
 def _lost(host: Host, now: datetime):
-    from scheduler.fleet import HealthSignal
+    from fleet.backends import HealthSignal
 
     return HealthSignal(host.name, "lost_heartbeat", now,
                         f"lost heartbeat: last seen {host.last_heartbeat:%Y-%m-%d %H:%M:%S}")

@@ -21,11 +21,12 @@ from django.utils import timezone
 
 from budgets.models import Allocation, BudgetNode
 from budgets.services import shares_by_path
+from fleet.models import Cluster, Host, HostEvent
 from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Workload as EngineWorkload
-from scheduler.models import Cluster, Event, Host, HostEvent, Run, RunGPU, Workload
+from scheduler.models import Event, Run, RunGPU, Workload
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,10 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from budgets.models import BudgetNode
+from fleet.models import Host
 from scheduler import loop
 from scheduler.engine import ROOT, Standing
-from scheduler.models import Host, OccupancySample, RunGPU, Workload
+from scheduler.models import OccupancySample, RunGPU, Workload
 from scheduler.services import budget_tree
 
 

@@ -9,7 +9,7 @@ import time
 from celery import shared_task
 from django.db import transaction
 
-from scheduler.models import Cluster
+from fleet.models import Cluster
 
 log = logging.getLogger(__name__)
 

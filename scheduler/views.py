@@ -11,10 +11,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from fleet.models import Cluster, Host
 from scheduler import services
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
-from scheduler.models import Cluster, Event, Host, RunGPU, Workload, gpu_ranges
+from scheduler.models import Event, RunGPU, Workload, gpu_ranges
 from scheduler.permissions import can_cancel, can_operate, can_view_fleet, restrict_workloads
 from scheduler.templatetags.scheduler_extras import span
 

@@ -24,7 +24,7 @@ from django.test import Client
 
 from budgets import services
 from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
-from scheduler.models import Cluster, Host
+from fleet.models import Cluster, Host
 
 # Every fixture module, registered once for the whole suite:
 # fixtures_scheduler (workloads and hosts for the pages), fixtures_loop (the live loop's lab

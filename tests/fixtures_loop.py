@@ -25,17 +25,9 @@ from django.utils import timezone
 
 from budgets import services as budget_services
 from budgets.models import BudgetNode
+from fleet.models import Host, HostEvent
 from scheduler import loop
-from scheduler.models import (
-    Event,
-    Host,
-    HostEvent,
-    OccupancySample,
-    Run,
-    RunGPU,
-    UsageRollup,
-    Workload,
-)
+from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 
 # A controlled clock a little ahead of real time (submissions through the services are
 # stamped with the real time, so the lab's ticks come after them).
@@ -50,7 +42,7 @@ def at(seconds: float):
 @pytest.fixture(name="lab")
 def lab_fixture(db, settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    from scheduler.models import Cluster
+    from fleet.models import Cluster
 
     users = {n: User.objects.create_user(n, password="pw") for n in
              ("ceo", "alice", "bob", "operator", "outsider")}

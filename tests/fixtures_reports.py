@@ -55,16 +55,8 @@ from django.test import Client
 from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
-from scheduler.models import (
-    CapacityRollup,
-    Cluster,
-    Event,
-    Host,
-    OccupancySample,
-    Run,
-    UsageRollup,
-    Workload,
-)
+from fleet.models import CapacityRollup, Cluster, Host
+from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

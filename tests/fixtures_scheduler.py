@@ -24,7 +24,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from scheduler.models import Cluster, Event, Host, HostEvent, Run, RunGPU, Workload
+from fleet.models import Cluster, Host, HostEvent
+from scheduler.models import Event, Run, RunGPU, Workload
 
 T0 = timezone.now().replace(microsecond=0) - timedelta(hours=3)
 

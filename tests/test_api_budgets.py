@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange
+from fleet.models import CapacityRollup
 from scheduler.loop import floor_hour
-from scheduler.models import CapacityRollup, OccupancySample, UsageRollup
+from scheduler.models import OccupancySample, UsageRollup
 
 TREE = "/api/budgets/"
 

@@ -3,7 +3,7 @@ and repair (through scheduler.services), everyone else gets 403 and nothing chan
 
 import pytest
 
-from scheduler.models import Host, HostEvent
+from fleet.models import Host, HostEvent
 
 READERS = ["ceo", "pi", "lead", "researcher", "operator", "bob"]
 

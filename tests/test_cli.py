@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from budgets.models import ChangeRequest
-from scheduler.models import Host, Workload
+from fleet.models import Host
+from scheduler.models import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,21 +12,11 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 
 from budgets.models import AllocationChange, ChangeRequest
+from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from portal import demo
 from scheduler import loop
 from scheduler.engine.traces import TRACES_DIR
-from scheduler.models import (
-    CapacityRollup,
-    Cluster,
-    Event,
-    Host,
-    HostEvent,
-    OccupancySample,
-    Run,
-    RunGPU,
-    UsageRollup,
-    Workload,
-)
+from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 
 pytestmark = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
                                 reason="../shared/traces/philly_vc.csv not available")

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scheduler.fleet import BACKENDS, FleetBackend, SimulatedFleet, backend_for
+from fleet.backends import BACKENDS, FleetBackend, SimulatedFleet, backend_for
 
 T = datetime(2026, 1, 5, tzinfo=UTC)
 

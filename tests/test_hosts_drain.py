@@ -4,7 +4,7 @@ everybody else gets 403 and nothing changes."""
 import pytest
 from django.urls import reverse
 
-from scheduler.models import Host, HostEvent
+from fleet.models import Host, HostEvent
 
 NOT_OPERATORS = ["ceo", "pi", "lead", "researcher", "bob", "outsider"]
 

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from fixtures_scheduler import T0
 
-from scheduler.models import Host, HostEvent
+from fleet.models import Host, HostEvent
 
 READERS = ["ceo", "pi", "lead", "researcher", "operator", "bob"]
 

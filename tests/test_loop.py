@@ -197,7 +197,7 @@ def test_a_hold_is_recorded_once_when_passes_repeat_within_a_tick(lab):
 
 
 def test_ticks_on_one_cluster_leave_other_clusters_alone(lab):
-    from scheduler.models import Cluster, Host
+    from fleet.models import Cluster, Host
 
     other = Cluster.objects.create(name="other", gpu_type="B200")
     Host.objects.create(cluster=other, name="o-0", gpus=8)

@@ -4,8 +4,8 @@ tick writes is one transaction, and the fleet is told only after the commit."""
 import pytest
 from fixtures_loop import at, held_gpus, make_workload, refresh, state_snapshot
 
+from fleet.backends import SimulatedFleet
 from scheduler import loop
-from scheduler.fleet import SimulatedFleet
 
 
 class Boom(RuntimeError):

@@ -6,10 +6,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from fleet.models import Cluster
 from portal import demo
 from scheduler import loop
 from scheduler.engine.traces import TRACES_DIR
-from scheduler.models import Cluster, Run, Workload
+from scheduler.models import Run, Workload
 
 pytestmark = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
                                 reason="../shared/traces/philly_vc.csv not available")

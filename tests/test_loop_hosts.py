@@ -3,9 +3,10 @@
 import pytest
 from fixtures_loop import at, held_gpus, make_workload, refresh
 
+from fleet.backends import HealthSignal, HostHealth, SimulatedFleet
+from fleet.models import Host, HostEvent
 from scheduler import loop, services
-from scheduler.fleet import HealthSignal, HostHealth, SimulatedFleet
-from scheduler.models import Event, Host, HostEvent, Run
+from scheduler.models import Event, Run
 
 
 def tick(lab, seconds):

@@ -6,8 +6,9 @@ from django.core.exceptions import PermissionDenied
 from fixtures_loop import make_workload, state_snapshot, tick
 
 from budgets.models import BudgetNode
+from fleet.models import Host, HostEvent
 from scheduler import services, tasks
-from scheduler.models import Event, Host, HostEvent, Run, RunGPU, Workload
+from scheduler.models import Event, Run, RunGPU, Workload
 from scheduler.services import HostActionError, SubmissionError
 
 

@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from fixtures_loop import at, make_workload
 
+from fleet.models import CapacityRollup
 from scheduler import loop, services
 from scheduler.engine import window_usage as engine_window_usage
-from scheduler.models import CapacityRollup, Run, UsageRollup
+from scheduler.models import Run, UsageRollup
 
 
 def tick(lab, seconds):

@@ -7,8 +7,9 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleet.models import HostEvent
 from portal.metrics import record_tick
-from scheduler.models import Event, HostEvent, Run
+from scheduler.models import Event, Run
 
 URL = "/metrics"
 

@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from budgets.models import AllocationChange, BudgetNode
+from fleet.models import Cluster, Host
 from reports.metrics import budget_report
-from scheduler.models import Cluster, Host
 
 WEEK_START = datetime(2026, 3, 2, tzinfo=UTC)
 

@@ -17,8 +17,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
+from fleet.models import HostEvent
 from reports import metrics
-from scheduler.models import HostEvent, UsageRollup
+from scheduler.models import UsageRollup
 
 
 def at(day, hour=0, minute=0):

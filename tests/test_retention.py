@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.models import Cluster, OccupancySample
+from fleet.models import Cluster
+from scheduler.models import OccupancySample
 from scheduler.retention import compact_samples
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

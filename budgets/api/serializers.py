@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest
-from scheduler.models import Cluster
+from fleet.models import Cluster
 
 
 class TreeNodeSerializer(serializers.Serializer):

@@ -16,6 +16,7 @@ from budgets import services
 from budgets.api import serializers as s
 from budgets.models import BudgetNode, ChangeRequest
 from budgets.permissions import can_decide, can_edit_shares, can_request_change
+from fleet.models import Cluster
 from portal.api.base import RejectNulMixin
 from portal.api.exceptions import Conflict
 from portal.api.permissions import HasRole
@@ -23,7 +24,6 @@ from reports import metrics
 from reports.forms import PERIODS, PeriodForm
 from reports.permissions import require_budget_rows
 from scheduler.engine import percent
-from scheduler.models import Cluster
 from scheduler.status import current_standing, finite, sibling_ranks
 
 HOUR = 3600.0

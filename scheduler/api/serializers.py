@@ -8,7 +8,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import BudgetNode
-from scheduler.models import Cluster, Event, Host, HostEvent, Run, Workload
+from fleet.models import Cluster, Host, HostEvent
+from scheduler.models import Event, Run, Workload
 
 INT32 = 2**31 - 1
 

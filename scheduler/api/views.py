@@ -10,13 +10,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
+from fleet.models import Cluster, Host
 from portal.api.base import RejectNulMixin
 from portal.api.permissions import HasRole, IsOperator
 from scheduler import services
 from scheduler import status as fleet_status
 from scheduler.api import serializers as s
 from scheduler.filters import ACTIVE, FINISHED, WorkloadFilterForm, WorkloadFilterSet
-from scheduler.models import Cluster, Host, Run, RunGPU, Workload
+from scheduler.models import Run, RunGPU, Workload
 from scheduler.permissions import can_cancel, restrict_workloads
 
 WORKLOAD_FILTERS = [

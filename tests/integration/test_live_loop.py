@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from polling import wait_for
 
+from fleet.models import Host, HostEvent
 from scheduler import loop, services
-from scheduler.models import Event, Host, HostEvent, Run, UsageRollup, Workload
+from scheduler.models import Event, Run, UsageRollup, Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -57,7 +57,7 @@ def slurm_lab(lab, clean_slurm, tmp_path):
     ``use_hosts(slurm_lab, "n1", ...)`` keeps only some of them in Timeshare."""
     from django.core.management import call_command
 
-    from scheduler.models import Host
+    from fleet.models import Host
 
     cluster = lab.cluster
     Host.objects.filter(cluster=cluster).delete()

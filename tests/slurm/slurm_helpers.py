@@ -61,7 +61,7 @@ def reset_slurm():
 
 
 def use_hosts(lab, *names):
-    from scheduler.models import Host
+    from fleet.models import Host
 
     Host.objects.filter(cluster=lab.cluster).exclude(name__in=names).delete()
     lab.hosts = list(Host.objects.filter(cluster=lab.cluster).order_by("name"))

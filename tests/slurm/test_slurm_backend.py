@@ -12,9 +12,10 @@ from fixtures_loop import make_workload
 from polling import wait_for
 from slurm_helpers import job, jobs, nodes, slurm, use_hosts
 
+from fleet.backends.slurm import SlurmFleet
+from fleet.models import Cluster, Host
 from scheduler import loop, services
-from scheduler.fleet.slurm import SlurmFleet
-from scheduler.models import Cluster, Event, Host, Run, RunGPU, Workload
+from scheduler.models import Event, Run, RunGPU, Workload
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
@@ -318,7 +319,7 @@ def test_a_successful_tick_clears_an_old_error(slurm_lab):
 
 
 def _indices(found) -> list[int]:
-    from scheduler.fleet.slurm import job_gpus
+    from fleet.backends.slurm import job_gpus
 
     (indices,) = job_gpus(found).values()
     return indices

@@ -10,9 +10,10 @@ from django.urls import reverse
 from polling import wait_for
 from slurm_helpers import job, nodes, slurm, use_hosts
 
+from fleet.backends.slurm import SlurmFleet, job_gpus
+from fleet.models import Host, HostEvent
 from scheduler import loop, services
-from scheduler.fleet.slurm import SlurmFleet, job_gpus
-from scheduler.models import Event, Host, HostEvent, Run, RunGPU, UsageRollup, Workload
+from scheduler.models import Event, Run, RunGPU, UsageRollup, Workload
 
 pytestmark = [pytest.mark.slurm, pytest.mark.integration,
               pytest.mark.django_db(transaction=True)]

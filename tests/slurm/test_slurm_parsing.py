@@ -3,10 +3,9 @@ No live Slurm needed."""
 
 import pytest
 
-from scheduler import loop
-from scheduler.fleet import backend_for
-from scheduler.fleet.base import BackendUnavailable
-from scheduler.fleet.slurm import (
+from fleet.backends import backend_for
+from fleet.backends.base import BackendUnavailable
+from fleet.backends.slurm import (
     SlurmFleet,
     exit_status,
     expand_hostlist,
@@ -16,7 +15,8 @@ from scheduler.fleet.slurm import (
     node_drained,
     parse_gres,
 )
-from scheduler.models import Cluster, Host
+from fleet.models import Cluster, Host
+from scheduler import loop
 
 
 def test_hostlists_expand_with_ranges_lists_and_padding():

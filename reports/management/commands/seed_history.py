@@ -20,18 +20,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
+from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from scheduler.history import bulk, capacity_rollups
-from scheduler.models import (
-    CapacityRollup,
-    Cluster,
-    Event,
-    Host,
-    HostEvent,
-    OccupancySample,
-    Run,
-    UsageRollup,
-    Workload,
-)
+from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
 
 BATCH = 5000
 

@@ -36,8 +36,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from budgets.models import Allocation
+from fleet.models import Cluster
 from scheduler import services
-from scheduler.models import Cluster
 from scheduler.replay import START_DAY, TRACE, Rule, read_jobs
 
 

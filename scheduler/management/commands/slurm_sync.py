@@ -11,9 +11,9 @@ to the Slurm backend; ``--create`` creates the cluster when it does not exist ye
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from scheduler.fleet.base import BackendUnavailable
-from scheduler.fleet.slurm import SlurmFleet
-from scheduler.models import Cluster
+from fleet.backends.base import BackendUnavailable
+from fleet.backends.slurm import SlurmFleet
+from fleet.models import Cluster
 
 
 class Command(BaseCommand):

@@ -673,7 +673,7 @@ class SlurmFleet(FleetBackend):
     def sync_hosts(self) -> SyncResult:
         """Create or update the cluster's hosts (name, GPU count, group from the node's first
         feature) from the partition's nodes; never deletes (hosts keep their history)."""
-        from scheduler.models import Host
+        from fleet.models import Host
 
         result = SyncResult()
         nodes = self.nodes()

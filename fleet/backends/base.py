@@ -17,7 +17,7 @@ poll_hosts      ``sinfo --json`` (node state, reason, last busy/heartbeat)
 drain / resume  ``scontrol update NodeName=... State=DRAIN Reason=...`` / ``State=RESUME``
 repair          site hook (reboot, GPU reset, health check); True when healthy again
 reconcile       every tick: jobs Slurm lost (-> Lost), jobs nobody owns (cancel or report),
-                GPU indices Slurm chose, node drain states (``scheduler/fleet/slurm.py``)
+                GPU indices Slurm chose, node drain states (``fleet/backends/slurm.py``)
 ==============  ==============================================================
 
 ``BackendUnavailable`` (Slurm unreachable) aborts the cluster's tick: the loop records the
