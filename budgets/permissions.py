@@ -41,6 +41,11 @@ class Roles:
         return self.superuser or path in self.managed
 
 
+def has_role(user) -> bool:
+    """Anyone with a role in the organisation (manager, member, operator); not outsiders."""
+    return roles(user).any
+
+
 def roles(user) -> Roles:
     cached = getattr(user, "_timeshare_roles", None)
     if cached is None:

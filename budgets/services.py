@@ -18,20 +18,17 @@ from budgets.models import (
     ChangeRequest,
 )
 from budgets.permissions import can_decide, can_edit_shares, can_request_change, roles
+from common.errors import ConflictError, ServiceError
 from fleet.models import WEEK_HOURS
 from scheduler.engine import fractions
 
 
-class BudgetError(Exception):
-    """A request that cannot be carried out; the message is shown to the user as it is."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.field = field
+class BudgetError(ServiceError):
+    """A change to the budget tree that cannot be carried out."""
 
 
-class StaleEdit(BudgetError):
-    pass
+class StaleEdit(BudgetError, ConflictError):
+    """The allocation or request changed since the manager read it."""
 
 
 @dataclass

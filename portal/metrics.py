@@ -33,11 +33,11 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from budgets.models import BudgetNode
 from fleet.models import Cluster, HostEvent
+from fleet.permissions import can_operate
 from portal.api.authentication import BearerTokenAuthentication
 from reports.metrics import queue_stays
 from scheduler import status
 from scheduler.models import Event, OccupancySample, Run, Workload
-from scheduler.permissions import can_operate
 
 WAIT_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 86400)
 WAIT_CLASSES = ("debug", "small", "large", "unallocated")

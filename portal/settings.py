@@ -115,9 +115,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "common.api.pagination.Pagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
@@ -139,7 +139,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "portal.api.schema.add_error_responses",
+        "common.api.schema.add_error_responses",
     ],
 }
 

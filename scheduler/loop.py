@@ -5,8 +5,8 @@ however many workers run):
 
 1. poll the fleet: runs that finished, host heartbeats and health signals (a dead host loses
    its runs: resumable ones are requeued, the others FAILED; a sick one is drained);
-2. the repair workflow: DRAINED/DOWN -> REPAIRING -> fleet.repair -> AVAILABLE, or after
-   ``max_repairs`` failed attempts in a row ESCALATED to a human;
+2. the repair workflow (``fleet.health``): DRAINED/DOWN -> REPAIRING -> fleet.repair ->
+   AVAILABLE, or after ``max_repairs`` failed attempts in a row ESCALATED to a human;
 3. charge usage (allocated GPU-seconds per budget leaf per clock hour, exact:
    ``Run.accounted_until`` says how far each run is charged) and capacity (healthy GPU-seconds
    per hour) up to now;
@@ -28,14 +28,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
-from django.core.mail import mail_admins
 from django.db import connection, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
 from budgets.models import BudgetNode
 from fleet.backends import BackendUnavailable, FleetBackend, backend_for
+from fleet.health import ALIVE, HEALTHY, HostChanges, advance_repairs, lost_heartbeat
+from fleet.locks import lock_cluster
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from scheduler.engine import (
     ClusterState,
@@ -57,38 +57,12 @@ from scheduler.services import budget_tree, engine_params
 
 log = logging.getLogger(__name__)
 
-# ---------------------------------------------------------------------------------------------
-# Named advisory locks: every lock key of the project lives here. PostgreSQL's two-key form
-# (namespace, object id) keeps them apart from anybody else's locks.
-LOCK_NAMESPACE = {
-    "cluster": 0x7453_0001,  # one tick (or cancel / host action) per cluster at a time
-}
-
 # Passes at one instant: a pass that changed something (stopped runs requeue work that joins
 # only the next pass; new runs and signals change what holds and waits look like) is followed
 # by another, until one changes nothing; so a second tick at the same instant changes nothing.
 MAX_PASSES = 6
 CHANGES = (Start, Preempt, Stop, HostDrained)
 HOUR = timedelta(hours=1)
-HEALTHY = (Host.State.AVAILABLE, Host.State.DRAINING)  # hosts that count for capacity
-ALIVE = (Host.State.AVAILABLE, Host.State.DRAINING, Host.State.DRAINED)
-
-
-def lock_cluster(cluster_id: int, wait: bool = True) -> bool:
-    """Take the cluster's lock for the current transaction; False if busy and not ``wait``.
-
-    PostgreSQL: a transaction-scoped advisory lock (released at commit or rollback, also when
-    the worker dies). SQLite: settings open every transaction with BEGIN IMMEDIATE, which
-    already holds the database's single write lock, so transactions are serial anyway."""
-    if not connection.in_atomic_block:
-        raise RuntimeError("lock_cluster() must run inside transaction.atomic()")
-    if connection.vendor != "postgresql":
-        return True
-    function = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s, %s)", [LOCK_NAMESPACE["cluster"], cluster_id])
-        row = cursor.fetchone()
-    return True if wait else bool(row[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,8 +265,7 @@ class _Tick:
         self.fleet = fleet
         self.report = TickReport(cluster.pk, now)
         self.events: list[Event] = []
-        self.host_events: list[HostEvent] = []
-        self.dirty_hosts: set[int] = set()
+        self.host_changes = HostChanges(now)
         self.dirty_runs: dict[int, Run] = {}
         self.new_runs: list[tuple[Run, Placement]] = []
         self.released: list[int] = []  # ids of runs whose GPUs are released
@@ -340,7 +313,7 @@ class _Tick:
         self.poll_runs()
         self.reconcile()
         self.poll_hosts(since)
-        self.repairs()
+        advance_repairs(self.hosts, self.fleet, self.host_changes, self.after_commit)
         charge_usage(self.live.values(), self.now)
         if self.now > since:
             charge_capacity(self.cluster.pk, healthy_before, since, self.now)
@@ -405,7 +378,7 @@ class _Tick:
         for host in self.hosts:
             if (host.state in ALIVE and host.name not in signalled and host.last_heartbeat
                     and self.now - host.last_heartbeat > timeout):
-                signals.append(_lost(host, self.now))
+                signals.append(lost_heartbeat(host, self.now))
         for signal in signals:
             host = self.host_by_name.get(signal.host)
             if host is None or host.state not in ALIVE:
@@ -413,8 +386,10 @@ class _Tick:
             if signal.fatal:
                 self.host_died(host, signal.reason, min(signal.at, self.now))
             elif host.state == Host.State.AVAILABLE:
-                self._host_state(host, Host.State.DRAINING, f"health signal: {signal.reason}")
-                self._host_event(host, HostEvent.Kind.HEALTH_SIGNAL, signal.reason)
+                self.host_changes.set_state(
+                    host, Host.State.DRAINING, f"health signal: {signal.reason}"
+                )
+                self.host_changes.record(host, HostEvent.Kind.HEALTH_SIGNAL, signal.reason)
                 self.after_commit.append(lambda h=host, r=signal.reason: self.fleet.drain(h, r))
 
     def host_died(self, host: Host, reason: str, at: datetime) -> None:
@@ -424,8 +399,8 @@ class _Tick:
             if run is None or run.ended:
                 continue
             self._lose(run, at, Run.EndReason.HOST_FAILURE, f"host {host.name} failed ({reason})")
-        self._host_state(host, Host.State.DOWN, f"failed: {reason}")
-        self._host_event(host, HostEvent.Kind.FAILED, reason)
+        self.host_changes.set_state(host, Host.State.DOWN, f"failed: {reason}")
+        self.host_changes.record(host, HostEvent.Kind.FAILED, reason)
 
     def _lose(self, run: Run, at: datetime, end_reason: str, why: str) -> None:
         """``run`` is gone out there: a resumable workload is requeued, the others FAILED."""
@@ -502,54 +477,6 @@ class _Tick:
             self.slots[run_id] = defaultdict(list, {h: list(i) for h, i in where.items()})
             log.info("cluster %s: run %s holds %s (as assigned by the backend)",
                      self.cluster.name, run_id, where)
-
-    # -- 2. repairs ------------------------------------------------------------------------
-
-    def _host_state(self, host: Host, state: str, reason: str) -> None:
-        host.state = state
-        host.state_reason = reason[:500]
-        host.state_changed = self.now
-        self.dirty_hosts.add(host.pk)
-
-    def _host_event(self, host: Host, kind: str, reason: str, needed_human=False) -> None:
-        self.host_events.append(HostEvent(
-            host=host, at=self.now, kind=kind, reason=reason[:500], needed_human=needed_human
-        ))
-
-    def repairs(self) -> None:
-        limit = int(self.fleet.config.get(
-            "max_repairs", getattr(settings, "TIMESHARE_MAX_REPAIRS", 3)
-        ))
-        wait = timedelta(seconds=float(self.fleet.config.get("repair_seconds", 30)))
-        for host in self.hosts:
-            if host.pk in self.dirty_hosts:
-                continue  # changed in this tick: next step at the next tick
-            if host.state in (Host.State.DRAINED, Host.State.DOWN):
-                self._host_state(host, Host.State.REPAIRING, "automatic repair and health check")
-                self._host_event(host, HostEvent.Kind.REPAIR_STARTED,
-                                 f"automatic repair ({self.fleet.name} backend)")
-            elif host.state == Host.State.REPAIRING and self.now >= host.state_changed + wait \
-                    and self.now > host.state_changed:
-                if self.fleet.repair(host, self.now):
-                    host.failed_repairs = 0
-                    self._host_state(host, Host.State.AVAILABLE, "repaired: health check passed")
-                    self._host_event(host, HostEvent.Kind.REPAIR_SUCCEEDED,
-                                     "automatic repair: health check passed")
-                    self._host_event(host, HostEvent.Kind.RETURNED, "back in service")
-                    self.after_commit.append(lambda h=host: self.fleet.resume(h))
-                    continue
-                host.failed_repairs += 1
-                n = host.failed_repairs
-                tries = f"{n} failed repair{'s' if n > 1 else ''}"
-                self._host_event(host, HostEvent.Kind.REPAIR_FAILED,
-                                 f"automatic repair failed the health check ({tries})")
-                if host.failed_repairs >= limit:
-                    why = f"{tries} in a row: needs a human"
-                    self._host_state(host, Host.State.ESCALATED, why)
-                    self._host_event(host, HostEvent.Kind.ESCALATED, why, needed_human=True)
-                    self.after_commit.append(lambda h=host, w=why: _notify_escalation(h, w))
-                else:
-                    self._host_state(host, Host.State.REPAIRING, f"retrying repair ({tries})")
 
     # -- 3. scheduling ---------------------------------------------------------------------
 
@@ -663,8 +590,8 @@ class _Tick:
             elif isinstance(d, HostDrained):
                 host = self.host_by_name[d.host.name]
                 hosts[d.host.name].state = HostState.DRAINED
-                self._host_state(host, Host.State.DRAINED, d.reason)
-                self._host_event(host, HostEvent.Kind.DRAINED, d.reason)
+                self.host_changes.set_state(host, Host.State.DRAINED, d.reason)
+                self.host_changes.record(host, HostEvent.Kind.DRAINED, d.reason)
 
     def _pending_row(self, engine_id: str) -> Workload:
         return self.pending[int(engine_id)]
@@ -725,11 +652,7 @@ class _Tick:
     # -- 4. writing ------------------------------------------------------------------------
 
     def save(self) -> None:
-        if self.dirty_hosts:
-            Host.objects.bulk_update(
-                [self.host_by_id[i] for i in sorted(self.dirty_hosts)],
-                ["state", "state_reason", "state_changed", "failed_repairs"],
-            )
+        self.host_changes.save()
         if self.released:
             RunGPU.objects.filter(run_id__in=self.released, held=True).update(held=False)
         # Most live runs only move their accounting mark to now: one UPDATE for all of them.
@@ -759,8 +682,6 @@ class _Tick:
                  ["queue_position", "queue_reason"])
         if self.events:
             Event.objects.bulk_create(self.events, batch_size=1000)
-        if self.host_events:
-            HostEvent.objects.bulk_create(self.host_events)
 
     def record_sample(self) -> None:
         if self.last_sample and self.last_sample.at >= self.now:
@@ -838,18 +759,6 @@ def _launch(fleet: FleetBackend, run: Run, placement: Placement, launched: list)
     if backend_id and backend_id != run.backend_id:
         run.backend_id = backend_id
         launched.append(run)
-
-
-def _lost(host: Host, now: datetime):
-    from fleet.backends import HealthSignal
-
-    return HealthSignal(host.name, "lost_heartbeat", now,
-                        f"lost heartbeat: last seen {host.last_heartbeat:%Y-%m-%d %H:%M:%S}")
-
-
-def _notify_escalation(host: Host, why: str) -> None:
-    log.warning("host %s escalated to a human: %s", host, why)
-    mail_admins(f"Timeshare: host {host} needs a human", why, fail_silently=True)
 
 
 def _copy_state(state: ClusterState) -> ClusterState:

@@ -2,7 +2,8 @@
 
 - A researcher sees their own workloads and those charged to budgets they are a member of.
 - A manager sees every workload charged inside the subtree they manage (the CEO: all).
-- Operators see every workload and every host, and drain, repair and return hosts.
+- Operators see every workload and every host (draining, repairing and returning hosts is
+  their right too: ``fleet.permissions.can_operate``).
 - Cancelling: the owner, a manager above the budget, or an operator.
 - Hosts and cluster pages: anyone with a role reads them; outsiders read nothing.
 """
@@ -10,7 +11,7 @@
 from django.db.models import Q
 
 from budgets.models import PATH_SEPARATOR
-from budgets.permissions import roles
+from budgets.permissions import has_role, roles
 
 
 def restrict_workloads(queryset, user):
@@ -52,8 +53,4 @@ def can_charge(user, budget) -> bool:
 
 
 def can_view_fleet(user) -> bool:
-    return roles(user).any
-
-
-def can_operate(user) -> bool:
-    return roles(user).superuser or roles(user).operator
+    return has_role(user)

@@ -1,11 +1,10 @@
-"""Every change to workloads and hosts goes through here: permission, validation, one
+"""Every change to workloads goes through here: permission, validation, one
 transaction, events with reasons. Views, the API and commands call these functions; the
 decisions themselves (who runs where, who is preempted) belong to the engine, applied by
 ``scheduler.loop.tick``.
 
 - ``submit``, ``cancel``: researchers (members of a budget leaf; cancel also its managers
   and operators).
-- ``drain``, ``return_to_service``, ``repair``: operators.
 - ``explain``: why a workload is where it is, in one sentence.
 """
 
@@ -16,12 +15,13 @@ from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from budgets.models import Allocation, BudgetNode
 from budgets.services import shares_by_path
-from fleet.models import Cluster, Host, HostEvent
+from common.errors import ServiceError
+from fleet.locks import lock_cluster
+from fleet.models import Cluster, Host
 from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Host as EngineHost
@@ -34,22 +34,8 @@ NAME_MAX = Workload._meta.get_field("name").max_length
 REASON_MAX = 500
 
 
-class ServiceError(ValueError):
-    """A request that cannot be carried out; ``message`` is shown to the user as it is,
-    next to ``field`` when it is about one form field."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
 class SubmissionError(ServiceError):
     """Bad workload input, or an action on a workload that is not possible in its state."""
-
-
-class HostActionError(ServiceError):
-    """A host action that is not possible in the host's state."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,6 +60,19 @@ def budget_tree(cluster: Cluster) -> BudgetTree:
 
 def engine_hosts(hosts) -> list[EngineHost]:
     return [EngineHost(h.name, h.gpus, h.group, h.state) for h in hosts]
+
+
+def earlier_work(workload_ids) -> dict[int, float]:
+    """Seconds of work each workload did in its ended runs (until signalled, or ended): what
+    the fleet asks before resuming a checkpointed workload (``fleet.backends.earlier_work``)."""
+    done: dict[int, float] = {}
+    ended = Run.objects.filter(workload_id__in=workload_ids, ended__isnull=False).values_list(
+        "workload_id", "started", "signalled_at", "ended"
+    )
+    for workload_id, started, signalled, end in ended:
+        stop = min(signalled, end) if signalled else end
+        done[workload_id] = done.get(workload_id, 0.0) + max(0.0, (stop - started).total_seconds())
+    return done
 
 
 def _request_tick(cluster_id: int) -> None:
@@ -213,7 +212,7 @@ def cancel(user, workload: Workload) -> Workload:
         raise PermissionDenied("Only the owner, a manager of its budget or an operator may cancel.")
     now = timezone.now()
     with transaction.atomic():
-        loop.lock_cluster(workload.cluster_id)
+        lock_cluster(workload.cluster_id)
         current = Workload.objects.select_for_update().get(pk=workload.pk)
         if not current.active:
             raise SubmissionError(
@@ -274,115 +273,6 @@ def explain(workload: Workload) -> str:
     last = workload.events.order_by("-at", "-id").first()
     label = workload.get_state_display().lower()
     return f"{label}: {last.reason}" if last and last.reason else label
-
-
-# ---------------------------------------------------------------------------------------------
-# Hosts
-
-
-def _operator(user) -> None:
-    if not permissions.can_operate(user):
-        raise PermissionDenied("Only operators drain, return and repair hosts.")
-
-
-def _set_host(host: Host, state: str, reason: str, now) -> None:
-    host.state = state
-    host.state_reason = reason[:REASON_MAX]
-    host.state_changed = now
-    host.save(update_fields=["state", "state_reason", "state_changed", "failed_repairs"])
-
-
-def _locked_host(host: Host) -> Host:
-    from scheduler import loop
-
-    loop.lock_cluster(host.cluster_id)
-    return Host.objects.select_for_update().select_related("cluster").get(pk=host.pk)
-
-
-def drain(user, host: Host, reason: str) -> Host:
-    """Place nothing new on ``host``; its work leaves by the contract (unallocated and
-    preemptible work at once, protected work as its minimum runtime ends), then the host is
-    DRAINED and repaired automatically."""
-    from scheduler import loop
-
-    _operator(user)
-    reason = (reason or "").strip()
-    if not reason:
-        raise HostActionError("Say why the host is drained.", "reason")
-    now = timezone.now()
-    with transaction.atomic():
-        current = _locked_host(host)
-        if current.state != Host.State.AVAILABLE:
-            raise HostActionError(
-                f"{current.name} is {current.state}: only an AVAILABLE host can be drained.", None
-            )
-        _set_host(current, Host.State.DRAINING, f"drained by {user.get_username()}: {reason}", now)
-        HostEvent.objects.create(
-            host=current, at=now, kind=HostEvent.Kind.DRAIN_REQUESTED, reason=reason, by=user
-        )
-        cluster = current.cluster
-        transaction.on_commit(lambda: loop.backend_for(cluster).drain(current, reason))
-        _request_tick(current.cluster_id)
-    return current
-
-
-def _back_in_service(user, host: Host, allowed, refusal: str, verb: str, why: str, events):
-    """An operator puts a host back to AVAILABLE: checked, recorded, told to the fleet."""
-    from scheduler import loop
-
-    _operator(user)
-    now = timezone.now()
-    with transaction.atomic():
-        current = _locked_host(host)
-        if current.state not in allowed:
-            raise HostActionError(f"{current.name} is {current.state}: {refusal}", None)
-        current.failed_repairs = 0
-        _set_host(current, Host.State.AVAILABLE, f"{verb} by {user.get_username()}: {why}", now)
-        HostEvent.objects.bulk_create(
-            HostEvent(host=current, at=now, by=user, **event) for event in events
-        )
-        cluster = current.cluster
-        transaction.on_commit(lambda: loop.backend_for(cluster).resume(current))
-        _request_tick(current.cluster_id)
-    return current
-
-
-def return_to_service(user, host: Host, reason: str = "") -> Host:
-    """Undo a drain: a DRAINING or DRAINED host takes work again (no repair needed)."""
-    why = (reason or "").strip() or "drain cancelled"
-    return _back_in_service(
-        user, host, (Host.State.DRAINING, Host.State.DRAINED),
-        "only a draining or drained host returns to service (repair an escalated or down host "
-        "instead).",
-        "returned", why, [{"kind": HostEvent.Kind.RETURNED, "reason": why}],
-    )
-
-
-def repair(user, host: Host, note: str = "") -> Host:
-    """A human fixed an ESCALATED (or DOWN) host: it is back in service, and the repair is
-    counted as one that needed a human."""
-    why = (note or "").strip() or "repaired by hand"
-    return _back_in_service(
-        user, host, (Host.State.ESCALATED, Host.State.DOWN, Host.State.REPAIRING),
-        "only an escalated, down or repairing host is repaired by hand.",
-        "repaired", why,
-        [
-            {"kind": HostEvent.Kind.REPAIR_SUCCEEDED, "reason": why, "needed_human": True},
-            {"kind": HostEvent.Kind.RETURNED, "reason": "back in service after a human repair"},
-        ],
-    )
-
-
-def repair_summary(cluster: Cluster | None = None, since=None) -> dict:
-    """Repairs that brought a host back, and how many needed a human (the reported share)."""
-    events = HostEvent.objects.filter(kind=HostEvent.Kind.REPAIR_SUCCEEDED)
-    if cluster is not None:
-        events = events.filter(host__cluster=cluster)
-    if since is not None:
-        events = events.filter(at__gte=since)
-    counts = events.aggregate(total=Count("id"), human=Count("id", filter=Q(needed_human=True)))
-    total, human = counts["total"], counts["human"]
-    return {"repairs": total, "needed_human": human, "share": (human / total) if total else None}
 
 
 def _span(seconds: float) -> str:

@@ -1,5 +1,6 @@
-"""Celery tasks: the beat ticks every cluster every few seconds; submit and cancel ask for a
-tick of their cluster at once (after their transaction commits)."""
+"""Celery tasks: the beat ticks every cluster every few seconds; submit, cancel and every
+operator action on a host ask for a tick of their cluster at once (after their transaction
+commits)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import time
 
 from celery import shared_task
 from django.db import transaction
+from django.dispatch import receiver
 
 from fleet.models import Cluster
+from fleet.signals import host_changed
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +77,9 @@ def send_tick(cluster_id: int) -> None:
 def request_tick(cluster_id: int) -> None:
     """Tick ``cluster_id`` as soon as the current transaction commits (at once outside one)."""
     transaction.on_commit(lambda: send_tick(cluster_id))
+
+
+@receiver(host_changed, dispatch_uid="scheduler.tick_on_host_change")
+def tick_on_host_change(sender, cluster_id: int, **kwargs) -> None:
+    """A host was drained, returned or repaired: its cluster's work moves at once."""
+    request_tick(cluster_id)

@@ -11,12 +11,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from common.errors import ServiceError
+from fleet import services as host_services
 from fleet.models import Cluster, Host
+from fleet.permissions import can_operate
 from scheduler import services
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
 from scheduler.models import Event, RunGPU, Workload, gpu_ranges
-from scheduler.permissions import can_cancel, can_operate, can_view_fleet, restrict_workloads
+from scheduler.permissions import can_cancel, can_view_fleet, restrict_workloads
 from scheduler.templatetags.scheduler_extras import span
 
 UNPROCESSABLE = 422
@@ -240,7 +243,7 @@ def cluster_hosts(request, cluster=None):
         "cluster": cluster,
         "clusters": clusters,
         "hosts": hosts,
-        "repairs": services.repair_summary(cluster) if cluster else None,
+        "repairs": host_services.repair_summary(cluster) if cluster else None,
         "can_operate": can_operate(request.user),
     }
     template = "scheduler/_host_rows.html" if request.htmx else "scheduler/cluster_hosts.html"
@@ -291,7 +294,7 @@ def _host_action(request, pk, act, done, form=None):
         return _host_page(request, host, form, status=UNPROCESSABLE)
     try:
         act(request.user, host, **(form.cleaned_data if form else {}))
-    except services.ServiceError as error:
+    except ServiceError as error:
         if form is not None and error.field in form.fields:
             form.add_error(error.field, error.message)
             return _host_page(request, host, form, status=UNPROCESSABLE)
@@ -304,17 +307,17 @@ def _host_action(request, pk, act, done, form=None):
 @login_required
 @require_POST
 def host_drain(request, pk):
-    return _host_action(request, pk, services.drain, "draining", DrainForm(request.POST))
+    return _host_action(request, pk, host_services.drain, "draining", DrainForm(request.POST))
 
 
 @login_required
 @require_POST
 def host_return(request, pk):
-    return _host_action(request, pk, services.return_to_service, "back in service")
+    return _host_action(request, pk, host_services.return_to_service, "back in service")
 
 
 @login_required
 @require_POST
 def host_repair(request, pk):
-    return _host_action(request, pk, services.repair, "marked repaired")
+    return _host_action(request, pk, host_services.repair, "marked repaired")
 

@@ -3,9 +3,10 @@
 import pytest
 from fixtures_loop import at, held_gpus, make_workload, refresh
 
+from fleet import services as host_services
 from fleet.backends import HealthSignal, HostHealth, SimulatedFleet
 from fleet.models import Host, HostEvent
-from scheduler import loop, services
+from scheduler import loop
 from scheduler.models import Event, Run
 
 
@@ -25,7 +26,7 @@ def test_a_drained_host_empties_as_protection_expires_then_is_repaired(lab):
     tick(lab, 0)
     assert held_gpus() == [("lab-0", 0), ("lab-0", 1), ("lab-0", 2), ("lab-0", 3)]
 
-    services.drain(lab.operator, lab0, "fan noise")
+    host_services.drain(lab.operator, lab0, "fan noise")
     tick(lab, 100)  # unallocated work leaves at once; protected work stays
     refresh(protected, free)
     assert (protected.state, free.state) == ("RUNNING", "PREEMPTING")
@@ -52,14 +53,15 @@ def test_a_drained_host_empties_as_protection_expires_then_is_repaired(lab):
     assert host_kinds(lab0) == [
         "drain_requested", "drained", "repair_started", "repair_succeeded", "returned"
     ]
-    assert services.repair_summary(lab.cluster) == {"repairs": 1, "needed_human": 0, "share": 0}
+    summary = host_services.repair_summary(lab.cluster)
+    assert summary == {"repairs": 1, "needed_human": 0, "share": 0}
 
 
 def test_repeated_failed_repairs_escalate_to_a_human(lab, settings):
     lab.cluster.backend_config.update(repair_success=0.0, max_repairs=2)
     lab.cluster.save()
     lab1 = lab.hosts[1]
-    services.drain(lab.operator, lab1, "ECC errors")
+    host_services.drain(lab.operator, lab1, "ECC errors")
     tick(lab, 0)
     assert refresh(lab1).state == "DRAINED"  # nothing ran there
     tick(lab, 1)
@@ -75,10 +77,11 @@ def test_repeated_failed_repairs_escalate_to_a_human(lab, settings):
     tick(lab, 5000)
     assert refresh(lab1).state == "ESCALATED"
 
-    services.repair(lab.operator, lab1, "replaced the GPU board")
+    host_services.repair(lab.operator, lab1, "replaced the GPU board")
     refresh(lab1)
     assert (lab1.state, lab1.failed_repairs) == ("AVAILABLE", 0)
-    assert services.repair_summary(lab.cluster) == {"repairs": 1, "needed_human": 1, "share": 1.0}
+    summary = host_services.repair_summary(lab.cluster)
+    assert summary == {"repairs": 1, "needed_human": 1, "share": 1.0}
     w = make_workload(lab, lab.a1, gpus=8, submitted=at(5001))
     tick(lab, 5002)
     assert refresh(w).state == "RUNNING"
@@ -152,11 +155,11 @@ def test_a_lost_heartbeat_kills_the_host(lab, monkeypatch):
 
 def test_a_host_back_in_service_takes_work_again(lab):
     for host in lab.hosts:
-        services.drain(lab.operator, host, "maintenance window")
+        host_services.drain(lab.operator, host, "maintenance window")
     w = make_workload(lab, lab.a1, gpus=1)
     tick(lab, 0)
     assert refresh(w).state == "PENDING"
-    services.return_to_service(lab.operator, Host.objects.get(name="lab-1"))
+    host_services.return_to_service(lab.operator, Host.objects.get(name="lab-1"))
     tick(lab, 1)
     assert refresh(w).state == "RUNNING"
     assert held_gpus() == [("lab-1", 0)]

@@ -6,10 +6,12 @@ from django.core.exceptions import PermissionDenied
 from fixtures_loop import make_workload, state_snapshot, tick
 
 from budgets.models import BudgetNode
+from fleet import services as host_services
 from fleet.models import Host, HostEvent
+from fleet.services import HostActionError
 from scheduler import services, tasks
 from scheduler.models import Event, Run, RunGPU, Workload
-from scheduler.services import HostActionError, SubmissionError
+from scheduler.services import SubmissionError
 
 
 @pytest.fixture
@@ -135,9 +137,9 @@ def test_host_actions_are_for_operators(lab, ticks):
     host = lab.hosts[0]
     before = state_snapshot()
     for action in (
-        lambda: services.drain(lab.alice, host, "broken fan"),
-        lambda: services.return_to_service(lab.ceo, host),
-        lambda: services.repair(lab.bob, host),
+        lambda: host_services.drain(lab.alice, host, "broken fan"),
+        lambda: host_services.return_to_service(lab.ceo, host),
+        lambda: host_services.repair(lab.bob, host),
     ):
         with pytest.raises(PermissionDenied):
             action()
@@ -147,20 +149,20 @@ def test_host_actions_are_for_operators(lab, ticks):
 def test_drain_needs_a_reason_and_an_available_host(lab, ticks):
     host = lab.hosts[0]
     with pytest.raises(HostActionError) as error:
-        services.drain(lab.operator, host, " ")
+        host_services.drain(lab.operator, host, " ")
     assert error.value.field == "reason"
-    services.drain(lab.operator, host, "broken fan")
+    host_services.drain(lab.operator, host, "broken fan")
     host.refresh_from_db()
     assert host.state == "DRAINING" and "broken fan" in host.state_reason
     event = HostEvent.objects.get(host=host)
     assert (event.kind, event.by) == ("drain_requested", lab.operator)
     before = state_snapshot()
     with pytest.raises(HostActionError, match="only an AVAILABLE host"):
-        services.drain(lab.operator, host, "again")
+        host_services.drain(lab.operator, host, "again")
     with pytest.raises(HostActionError, match="only an escalated"):
-        services.repair(lab.operator, host)
+        host_services.repair(lab.operator, host)
     assert state_snapshot() == before
-    services.return_to_service(lab.operator, host)
+    host_services.return_to_service(lab.operator, host)
     assert Host.objects.get(pk=host.pk).state == "AVAILABLE"
 
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from fixtures_loop import at, make_workload
 
+from fleet import services as host_services
 from fleet.models import CapacityRollup
 from scheduler import loop, services
 from scheduler.engine import window_usage as engine_window_usage
@@ -80,7 +81,7 @@ def test_capacity_counts_healthy_hosts_over_the_part_of_the_window_the_cluster_e
     lab.cluster.save()
     tick(lab, 0)
     assert loop.window_capacity(lab.cluster, at(0)) == pytest.approx(8 * 1800)
-    services.drain(lab.operator, lab.hosts[0], "test")
+    host_services.drain(lab.operator, lab.hosts[0], "test")
     tick(lab, 600)  # DRAINING still counts, DRAINED does not
     tick(lab, 1200)  # lab-0 DRAINED at 600 -> REPAIRING at 1200
     assert loop.window_capacity(lab.cluster, at(1200)) == pytest.approx(

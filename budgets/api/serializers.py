@@ -1,4 +1,4 @@
-"""The budget tree, change requests and usage figures as JSON. Writing serializers only check
+"""Budgets and change requests as JSON. Writing serializers only check
 types and ranges; budgets.services decides and writes."""
 
 from drf_spectacular.utils import extend_schema_field
@@ -6,50 +6,6 @@ from rest_framework import serializers
 
 from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest
 from fleet.models import Cluster
-
-
-class TreeNodeSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    path = serializers.CharField()
-    name = serializers.CharField()
-    kind = serializers.CharField()
-    parent = serializers.IntegerField(allow_null=True)
-    depth = serializers.IntegerField()
-    managers = serializers.ListField(child=serializers.CharField())
-    shares = serializers.IntegerField(allow_null=True, help_text="Shares on the cluster.")
-    version = serializers.IntegerField(
-        allow_null=True, help_text="Send it back when setting shares: a stale edit gets 409."
-    )
-    percent_of_parent = serializers.FloatField(allow_null=True)
-    percent_of_cluster = serializers.FloatField()
-    gpu_hours_per_week = serializers.FloatField()
-    usage_gpu_hours = serializers.FloatField(
-        help_text="Allocated GPU-hours charged to the subtree over the cluster's window."
-    )
-    entitlement_gpu_hours = serializers.FloatField(
-        help_text="Fraction of the cluster x its healthy capacity over the window."
-    )
-    ratio = serializers.FloatField(
-        allow_null=True, help_text="usage / entitlement; null without an allocation."
-    )
-    ratio_label = serializers.CharField()
-    rank = serializers.IntegerField(
-        allow_null=True, help_text="Fair Tree rank among its siblings (1 is served first)."
-    )
-    siblings = serializers.IntegerField(allow_null=True)
-    can_set_shares = serializers.BooleanField()
-    can_request_change = serializers.BooleanField()
-
-
-class TreeSerializer(serializers.Serializer):
-    cluster = serializers.CharField()
-    gpus = serializers.IntegerField()
-    window = serializers.IntegerField(help_text="Fair-share lookback window, seconds.")
-    capacity_gpu_hours = serializers.FloatField(
-        help_text="GPU-hours the healthy hosts could give over the window."
-    )
-    as_of = serializers.DateTimeField()
-    nodes = TreeNodeSerializer(many=True, help_text="Depth first, parents before children.")
 
 
 class AllocationSerializer(serializers.Serializer):
@@ -160,34 +116,3 @@ class DecisionSerializer(serializers.Serializer):
         max_length=5000, required=False, allow_blank=True, default="",
         help_text="Required to reject.",
     )
-
-
-class UsageRowSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    path = serializers.CharField()
-    name = serializers.CharField()
-    depth = serializers.IntegerField()
-    leaf = serializers.BooleanField()
-    shares = serializers.FloatField(allow_null=True, help_text="Time-weighted shares.")
-    percent_of_cluster = serializers.FloatField()
-    entitlement_gpu_hours = serializers.FloatField()
-    delivered_gpu_hours = serializers.FloatField()
-    unallocated_gpu_hours = serializers.FloatField()
-    demand_gpu_hours = serializers.FloatField()
-    attainment = serializers.FloatField(allow_null=True)
-    wait_median_seconds = serializers.FloatField(allow_null=True)
-    wait_p95_seconds = serializers.FloatField(allow_null=True)
-    starts = serializers.IntegerField()
-    preemptions = serializers.IntegerField()
-    lost_gpu_hours = serializers.FloatField()
-
-
-class UsageSerializer(serializers.Serializer):
-    cluster = serializers.CharField()
-    period = serializers.CharField()
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField()
-    until = serializers.DateTimeField(help_text="End of the elapsed part of the period.")
-    capacity_gpu_hours = serializers.FloatField()
-    definitions = serializers.DictField(child=serializers.CharField())
-    rows = UsageRowSerializer(many=True)

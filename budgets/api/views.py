@@ -1,106 +1,23 @@
-"""The budget tree, change requests and usage over HTTP. Who may read or change what comes
+"""Budgets and change requests over HTTP (the tree with its fair-share standing is the
+scheduler's, usage figures the reports'). Who may read or change what comes
 from budgets.permissions (the portal's rules), every change from budgets.services."""
 
-from datetime import date
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from budgets import services
 from budgets.api import serializers as s
+from budgets.api.permissions import HasRole
 from budgets.models import BudgetNode, ChangeRequest
-from budgets.permissions import can_decide, can_edit_shares, can_request_change
+from budgets.permissions import can_decide
+from common.api.base import RejectNulMixin
+from common.api.exceptions import Conflict
 from fleet.models import Cluster
-from portal.api.base import RejectNulMixin
-from portal.api.exceptions import Conflict
-from portal.api.permissions import HasRole
-from reports import metrics
-from reports.forms import PERIODS, PeriodForm
-from reports.permissions import require_budget_rows
-from scheduler.engine import percent
-from scheduler.status import current_standing, finite, sibling_ranks
-
-HOUR = 3600.0
-EARLIEST, LATEST = date(2000, 1, 1), date(2999, 12, 31)
-CLUSTER = OpenApiParameter(
-    "cluster", str,
-    description="Cluster name (default: the first cluster created, as in the portal).",
-)
-
-
-def cluster_from(request) -> Cluster:
-    name = request.query_params.get("cluster")
-    clusters = Cluster.objects.with_gpu_count().order_by("pk")
-    if name:
-        cluster = clusters.filter(name=name).first()
-        if cluster is None:
-            raise ValidationError({"cluster": [f"No cluster named {name!r}."]})
-        return cluster
-    cluster = clusters.first()
-    if cluster is None:
-        raise ValidationError({"cluster": ["There is no cluster yet."]})
-    return cluster
-
-
-def tree(user, cluster, now=None) -> dict:
-    """The tree page's rows (budgets.services.tree_rows) with the scheduler's standing."""
-    now = now or timezone.now()
-    standing = current_standing(cluster, now)
-    ranks = sibling_ranks(standing)
-    nodes = []
-    for row in services.tree_rows(cluster):
-        node = row.node
-        rank, siblings = ranks.get(node.path, (None, None))
-        ratio = standing.ratio(node.path)
-        nodes.append({
-            "id": node.pk,
-            "path": node.path,
-            "name": node.name,
-            "kind": node.kind,
-            "parent": node.parent_id,
-            "depth": row.depth,
-            "managers": sorted(m.username for m in node.managers.all()),
-            "shares": row.shares,
-            "version": row.allocation.version if row.allocation else None,
-            "percent_of_parent": row.percent_of_parent,
-            "percent_of_cluster": row.percent_of_cluster,
-            "gpu_hours_per_week": row.gpu_hours_per_week,
-            "usage_gpu_hours": standing.usage.get(node.path, 0.0) / HOUR,
-            "entitlement_gpu_hours": row.fraction * standing.capacity / HOUR,
-            "ratio": finite(ratio),
-            "ratio_label": percent(ratio),
-            "rank": rank,
-            "siblings": siblings,
-            "can_set_shares": can_edit_shares(user, node),
-            "can_request_change": can_request_change(user, node),
-        })
-    return {
-        "cluster": cluster.name,
-        "gpus": cluster.gpu_count,
-        "window": cluster.window,
-        "capacity_gpu_hours": standing.capacity / HOUR,
-        "as_of": now,
-        "nodes": nodes,
-    }
-
-
-class BudgetTreeView(RejectNulMixin, APIView):
-    """Budgets are public inside the organisation: anyone with a role reads the whole tree."""
-
-    permission_classes = [IsAuthenticated, HasRole]
-
-    @extend_schema(
-        summary="The budget tree on one cluster: shares, fractions, usage, ratio and rank",
-        parameters=[CLUSTER], responses=s.TreeSerializer, operation_id="budgets_tree",
-    )
-    def get(self, request):
-        return Response(s.TreeSerializer(tree(request.user, cluster_from(request))).data)
 
 
 @extend_schema_view(
@@ -268,87 +185,3 @@ class ChangeRequestViewSet(
         except services.BudgetError as error:  # no longer pending
             raise Conflict(str(error)) from None
         return self._detail(change_request)
-
-
-class UsageView(RejectNulMixin, APIView):
-    """Usage per budget node over a period: the review report's figures (reports.metrics)."""
-
-    @extend_schema(
-        summary="Usage per budget and period (the review report's figures)",
-        parameters=[
-            CLUSTER,
-            OpenApiParameter("period", str, enum=["", *(value for value, _ in PERIODS)],
-                             description="Default (also when empty): month."),
-            OpenApiParameter("date", str, description="A day in the period (YYYY-MM-DD); "
-                             "default today."),
-            OpenApiParameter("start", str, description="First day of a custom period."),
-            OpenApiParameter("end", str, description="Last day of a custom period."),
-            OpenApiParameter("node", int, description="Only this budget's subtree."),
-        ],
-        responses=s.UsageSerializer,
-    )
-    def get(self, request):
-        visible = require_budget_rows(request.user)
-        cluster = cluster_from(request)
-        params = {k: request.query_params[k] for k in ("period", "date", "start", "end")
-                  if k in request.query_params}
-        form = PeriodForm(params)
-        if not form.is_valid():
-            raise ValidationError({
-                "period" if field == "__all__" else field: list(errors)
-                for field, errors in form.errors.items()
-            })
-        for day in (form.cleaned_data.get(k) for k in ("date", "start", "end")):
-            if day and not EARLIEST <= day <= LATEST:
-                raise ValidationError({"period": [
-                    f"Dates from {EARLIEST} to {LATEST} only."
-                ]})
-        start, end, period = form.bounds()
-        tree = metrics.Tree()
-        top = None
-        if "node" in request.query_params:
-            raw = request.query_params["node"]
-            top = tree.by_pk.get(int(raw)) if raw.isdigit() else None
-            if top is None or top.pk not in visible:
-                raise ValidationError({"node": ["No such budget, or one you may not see."]})
-        report = metrics.budget_report(cluster, start, end, tree=tree)
-        definitions = dict(metrics.DEFINITIONS)
-        rows = [
-            {
-                "id": row.node.pk,
-                "path": row.node.path,
-                "name": row.node.name,
-                "depth": row.depth,
-                "leaf": row.leaf,
-                "shares": row.shares,
-                "percent_of_cluster": 100 * row.fraction,
-                "entitlement_gpu_hours": row.entitlement_h,
-                "delivered_gpu_hours": row.delivered_h,
-                "unallocated_gpu_hours": row.unallocated_h,
-                "demand_gpu_hours": row.demand_h,
-                "attainment": row.attainment,
-                "wait_median_seconds": row.wait_median,
-                "wait_p95_seconds": row.wait_p95,
-                "starts": len(row.waits),
-                "preemptions": row.preemptions,
-                "lost_gpu_hours": row.lost_h,
-            }
-            for row in report.rows
-            if row.node.pk in visible and (
-                top is None or row.node.path == top.path
-                or row.node.path.startswith(top.path + "/")
-            )
-        ]
-        body = {
-            "cluster": cluster.name,
-            "period": period,
-            "start": report.start,
-            "end": report.end,
-            "until": report.until,
-            "capacity_gpu_hours": report.capacity_h,
-            "definitions": definitions,
-            "rows": rows,
-        }
-        return Response(s.UsageSerializer(body).data)
-
-

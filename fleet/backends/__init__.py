@@ -8,6 +8,8 @@ from .base import (
     HostHealth,
     Lost,
     Reconciliation,
+    earlier_work,
+    register_earlier_work,
 )
 from .simulated import SimulatedFleet
 from .slurm import SlurmFleet
@@ -36,4 +38,6 @@ __all__ = [
     "SimulatedFleet",
     "SlurmFleet",
     "backend_for",
+    "earlier_work",
+    "register_earlier_work",
 ]

@@ -20,6 +20,11 @@ reconcile       every tick: jobs Slurm lost (-> Lost), jobs nobody owns (cancel 
                 GPU indices Slurm chose, node drain states (``fleet/backends/slurm.py``)
 ==============  ==============================================================
 
+Runs and workloads belong to the scheduler, above the fleet: a backend receives them from
+the loop and reads only what it needs to carry out (ids, GPUs, the command, the declared
+duration), and asks the scheduler about their past through ``earlier_work``, an answer the
+scheduler registers when Django starts (``register_earlier_work``).
+
 ``BackendUnavailable`` (Slurm unreachable) aborts the cluster's tick: the loop records the
 message on the cluster (``Cluster.backend_error``) and the other clusters go on.
 """
@@ -27,8 +32,26 @@ message on the cluster (``Cluster.backend_error``) and the other clusters go on.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+
+# workload ids -> {workload id: seconds of work done in its ended runs}; see earlier_work
+EarlierWork = Callable[[Iterable[int]], dict[int, float]]
+_earlier_work: list[EarlierWork] = []
+
+
+def register_earlier_work(answer: EarlierWork) -> None:
+    """The scheduler tells the fleet how to learn what a workload's ended runs did."""
+    _earlier_work[:] = [answer]
+
+
+def earlier_work(workload_ids: Iterable[int]) -> dict[int, float]:
+    """Seconds of work each workload did in its ended runs (until they were signalled, or
+    ended): a resumable workload resumes from its checkpoint."""
+    if not _earlier_work:
+        raise RuntimeError("no scheduler registered earlier_work (is 'scheduler' installed?)")
+    return _earlier_work[0](workload_ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 from scheduler.engine.traces import seeded_unit
 
-from .base import Finished, FleetBackend, HealthSignal, HostHealth
+from .base import Finished, FleetBackend, HealthSignal, HostHealth, earlier_work
 
 EXIT = re.compile(r"\bexit\s+(\d+)\b")
 HOUR = 3600.0
@@ -77,20 +77,9 @@ class SimulatedFleet(FleetBackend):
         return 0
 
     def poll_runs(self, runs, now: datetime) -> list[Finished]:
-        from scheduler.models import Run
-
         runs = list(runs)
-        done_before: dict[int, float] = {}
         again = [r.workload_id for r in runs if r.number > 1 and r.workload.resumable]
-        if again:
-            earlier = Run.objects.filter(workload_id__in=again, ended__isnull=False).values_list(
-                "workload_id", "started", "signalled_at", "ended"
-            )
-            for workload_id, started, signalled, ended in earlier:
-                stop = min(signalled, ended) if signalled else ended
-                done_before[workload_id] = done_before.get(workload_id, 0.0) + max(
-                    0.0, (stop - started).total_seconds()
-                )
+        done_before = earlier_work(again) if again else {}
         finished = []
         for run in runs:
             left = max(0.0, self.work(run.workload) - done_before.get(run.workload_id, 0.0))

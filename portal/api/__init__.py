@@ -1,2 +1,3 @@
-"""What every app's API shares: token authentication, errors as JSON, pagination, the schema
-and the URL root (/api/). The endpoints themselves live in each app's ``api`` package."""
+"""The project's side of the API: the URL root (/api/), token authentication and the token
+page. What the apps' endpoints share (errors as JSON, NUL rejection, pagination, permission
+classes) lives below every app, in ``common.api``; the endpoints in each app's ``api``."""

@@ -8,8 +8,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from common.api.exceptions import exception_handler
 from portal.api import tokens
-from portal.api.exceptions import exception_handler
 
 app_name = "api"
 
@@ -43,6 +43,7 @@ urlpatterns = [
     path("", root, name="root"),
     path("", include("scheduler.api.urls")),
     path("", include("budgets.api.urls")),
+    path("", include("reports.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),

@@ -215,3 +215,47 @@ class HostActionSerializer(serializers.Serializer):
         max_length=500, required=False, allow_blank=True,
         help_text="Why (required to drain); for repair, what was done.",
     )
+
+
+class TreeNodeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    path = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    parent = serializers.IntegerField(allow_null=True)
+    depth = serializers.IntegerField()
+    managers = serializers.ListField(child=serializers.CharField())
+    shares = serializers.IntegerField(allow_null=True, help_text="Shares on the cluster.")
+    version = serializers.IntegerField(
+        allow_null=True, help_text="Send it back when setting shares: a stale edit gets 409."
+    )
+    percent_of_parent = serializers.FloatField(allow_null=True)
+    percent_of_cluster = serializers.FloatField()
+    gpu_hours_per_week = serializers.FloatField()
+    usage_gpu_hours = serializers.FloatField(
+        help_text="Allocated GPU-hours charged to the subtree over the cluster's window."
+    )
+    entitlement_gpu_hours = serializers.FloatField(
+        help_text="Fraction of the cluster x its healthy capacity over the window."
+    )
+    ratio = serializers.FloatField(
+        allow_null=True, help_text="usage / entitlement; null without an allocation."
+    )
+    ratio_label = serializers.CharField()
+    rank = serializers.IntegerField(
+        allow_null=True, help_text="Fair Tree rank among its siblings (1 is served first)."
+    )
+    siblings = serializers.IntegerField(allow_null=True)
+    can_set_shares = serializers.BooleanField()
+    can_request_change = serializers.BooleanField()
+
+
+class TreeSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    gpus = serializers.IntegerField()
+    window = serializers.IntegerField(help_text="Fair-share lookback window, seconds.")
+    capacity_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours the healthy hosts could give over the window."
+    )
+    as_of = serializers.DateTimeField()
+    nodes = TreeNodeSerializer(many=True, help_text="Depth first, parents before children.")

@@ -1,3 +1,4 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from scheduler.api import views
@@ -7,4 +8,7 @@ router.register("workloads", views.WorkloadViewSet, basename="workload")
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("hosts", views.HostViewSet, basename="host")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("budgets/", views.BudgetTreeView.as_view(), name="budget-tree"),
+    *router.urls,
+]

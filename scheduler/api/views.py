@@ -1,24 +1,39 @@
-"""Workloads, clusters and hosts over HTTP. Who sees what comes from scheduler.permissions
-(the querysets the portal uses), every change from scheduler.services; errors become JSON in
-portal.api.exceptions."""
+"""Workloads, clusters and hosts over HTTP, and the budget tree with its fair-share standing.
+Who sees what comes from scheduler.permissions (the querysets the portal uses), every change
+from scheduler.services (workloads) and fleet.services (hosts); errors become JSON in
+common.api.exceptions."""
 
 from django.db.models import Count, Prefetch, Q
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from budgets import services as budget_services
+from budgets.api.permissions import HasRole
+from budgets.permissions import can_edit_shares, can_request_change
+from common.api.base import RejectNulMixin
+from common.api.permissions import permission_for
+from fleet import services as host_services
+from fleet.api import CLUSTER, cluster_from
 from fleet.models import Cluster, Host
-from portal.api.base import RejectNulMixin
-from portal.api.permissions import HasRole, IsOperator
+from fleet.permissions import can_operate
 from scheduler import services
 from scheduler import status as fleet_status
 from scheduler.api import serializers as s
+from scheduler.engine import percent
 from scheduler.filters import ACTIVE, FINISHED, WorkloadFilterForm, WorkloadFilterSet
 from scheduler.models import Run, RunGPU, Workload
 from scheduler.permissions import can_cancel, restrict_workloads
+from scheduler.status import current_standing, finite, sibling_ranks
+
+IsOperator = permission_for(
+    can_operate, "Only operators drain, repair and return hosts.", name="IsOperator"
+)
 
 WORKLOAD_FILTERS = [
     OpenApiParameter(
@@ -192,7 +207,7 @@ class HostViewSet(RejectNulMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["post"], permission_classes=[IsAuthenticated, IsOperator])
     def drain(self, request, pk=None):
-        return self._act(request, pk, services.drain)
+        return self._act(request, pk, host_services.drain)
 
     @extend_schema(
         summary="Return a draining or drained host to service (operators)",
@@ -203,7 +218,7 @@ class HostViewSet(RejectNulMixin, viewsets.ReadOnlyModelViewSet):
         permission_classes=[IsAuthenticated, IsOperator],
     )
     def return_to_service(self, request, pk=None):
-        return self._act(request, pk, services.return_to_service)
+        return self._act(request, pk, host_services.return_to_service)
 
     @extend_schema(
         summary="Mark an escalated or down host repaired by hand (operators)",
@@ -211,6 +226,65 @@ class HostViewSet(RejectNulMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["post"], permission_classes=[IsAuthenticated, IsOperator])
     def repair(self, request, pk=None):
-        return self._act(request, pk, services.repair)
+        return self._act(request, pk, host_services.repair)
 
 
+# ---------------------------------------------------------------------------------------------
+# The budget tree with its fair-share standing (/api/budgets/, beside the budgets' own endpoints)
+
+HOUR = 3600.0
+
+
+def tree(user, cluster, now=None) -> dict:
+    """The tree page's rows (budgets.services.tree_rows) with the scheduler's standing."""
+    now = now or timezone.now()
+    standing = current_standing(cluster, now)
+    ranks = sibling_ranks(standing)
+    nodes = []
+    for row in budget_services.tree_rows(cluster):
+        node = row.node
+        rank, siblings = ranks.get(node.path, (None, None))
+        ratio = standing.ratio(node.path)
+        nodes.append({
+            "id": node.pk,
+            "path": node.path,
+            "name": node.name,
+            "kind": node.kind,
+            "parent": node.parent_id,
+            "depth": row.depth,
+            "managers": sorted(m.username for m in node.managers.all()),
+            "shares": row.shares,
+            "version": row.allocation.version if row.allocation else None,
+            "percent_of_parent": row.percent_of_parent,
+            "percent_of_cluster": row.percent_of_cluster,
+            "gpu_hours_per_week": row.gpu_hours_per_week,
+            "usage_gpu_hours": standing.usage.get(node.path, 0.0) / HOUR,
+            "entitlement_gpu_hours": row.fraction * standing.capacity / HOUR,
+            "ratio": finite(ratio),
+            "ratio_label": percent(ratio),
+            "rank": rank,
+            "siblings": siblings,
+            "can_set_shares": can_edit_shares(user, node),
+            "can_request_change": can_request_change(user, node),
+        })
+    return {
+        "cluster": cluster.name,
+        "gpus": cluster.gpu_count,
+        "window": cluster.window,
+        "capacity_gpu_hours": standing.capacity / HOUR,
+        "as_of": now,
+        "nodes": nodes,
+    }
+
+
+class BudgetTreeView(RejectNulMixin, APIView):
+    """Budgets are public inside the organisation: anyone with a role reads the whole tree."""
+
+    permission_classes = [IsAuthenticated, HasRole]
+
+    @extend_schema(
+        summary="The budget tree on one cluster: shares, fractions, usage, ratio and rank",
+        parameters=[CLUSTER], responses=s.TreeSerializer, operation_id="budgets_tree",
+    )
+    def get(self, request):
+        return Response(s.TreeSerializer(tree(request.user, cluster_from(request))).data)

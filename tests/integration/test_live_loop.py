@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from polling import wait_for
 
+from fleet import services as host_services
 from fleet.models import Host, HostEvent
 from scheduler import loop, services
 from scheduler.models import Event, Run, UsageRollup, Workload
@@ -76,7 +77,7 @@ def test_a_drained_host_empties_as_protection_expires_and_comes_back_after_repai
     free = submit(live, live.bob, live.b1, gpus=2, min_runtime=0)
     wait_for(lambda: state(protected) == state(free) == "RUNNING", what="both runs")
     lab0 = Host.objects.get(pk=Run.objects.get(workload=protected).assigned_gpus.first().host_id)
-    services.drain(live.operator, lab0, "fan noise")
+    host_services.drain(live.operator, lab0, "fan noise")
     wait_for(lambda: Host.objects.get(pk=lab0.pk).state == "AVAILABLE"
              and HostEvent.objects.filter(host=lab0, kind="returned").exists(),
              what="the host to drain, be repaired and come back")

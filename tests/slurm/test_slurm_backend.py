@@ -12,6 +12,7 @@ from fixtures_loop import make_workload
 from polling import wait_for
 from slurm_helpers import job, jobs, nodes, slurm, use_hosts
 
+from fleet import services as host_services
 from fleet.backends.slurm import SlurmFleet
 from fleet.models import Cluster, Host
 from scheduler import loop, services
@@ -262,7 +263,7 @@ def test_a_node_drained_by_someone_else_drains_the_host(slurm_lab):
 
 def test_an_operator_drain_drains_the_node_with_the_reason_and_a_repair_resumes_it(slurm_lab):
     host = Host.objects.get(cluster=slurm_lab.cluster, name="n2")
-    services.drain(slurm_lab.operator, host, "fan noise")
+    host_services.drain(slurm_lab.operator, host, "fan noise")
     node = nodes()["n2"]
     assert "DRAIN" in node["state_flags"] and node["reason"] == "timeshare: fan noise"
     ticking(slurm_lab, lambda: Host.objects.get(pk=host.pk).state == "AVAILABLE",

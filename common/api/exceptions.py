@@ -1,8 +1,8 @@
 """Every API error is JSON with one readable ``detail`` (and ``field`` when it is about one
 input field):
 
-* ``BudgetError`` / ``ServiceError`` (a service refused: bad input, impossible action) -> 400
-* ``StaleEdit`` or ``Conflict`` (someone changed it since you read it)                 -> 409
+* ``ServiceError`` (a service refused: bad input, impossible action)                   -> 400
+* ``ConflictError`` or ``Conflict`` (someone changed it since you read it)             -> 409
 * ``PermissionDenied`` (the same rules as the portal)                                  -> 403
 * serializer validation -> 400 with the first message in ``detail``, all in ``errors``
 """
@@ -14,8 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from budgets.services import BudgetError, StaleEdit
-from scheduler.services import ServiceError
+from common.errors import ConflictError, ServiceError
 
 
 class Conflict(exceptions.APIException):
@@ -42,10 +41,8 @@ def _first(errors, prefix=""):
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, StaleEdit):
-        return _error(exc, exc.field, status.HTTP_409_CONFLICT)
-    if isinstance(exc, BudgetError):
-        return _error(exc, exc.field)
+    if isinstance(exc, ConflictError):
+        return _error(exc.message, exc.field, status.HTTP_409_CONFLICT)
     if isinstance(exc, ServiceError):
         return _error(exc.message, exc.field)
     if isinstance(exc, DjangoPermissionDenied):

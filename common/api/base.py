@@ -15,7 +15,7 @@ def _has_nul(value) -> bool:
 
 class RejectNulMixin:
     """NUL characters in a parsed body are refused with a 400 before any lookup: PostgreSQL
-    cannot compare or store them. (Paths, queries and forms: portal.middleware.)"""
+    cannot compare or store them. (Paths, queries and forms: the portal's middleware.)"""
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)

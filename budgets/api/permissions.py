@@ -1,0 +1,6 @@
+"""The DRF permission every app's API shares: a role in the organisation."""
+
+from budgets.permissions import has_role
+from common.api.permissions import permission_for
+
+HasRole = permission_for(has_role, "You have no role in this organisation.", name="HasRole")

@@ -1,0 +1,3 @@
+"""The ground every app stands on and that knows none of them: service errors and the API
+plumbing (errors as JSON, NUL rejection, pagination, the schema's error responses,
+permission classes built from an app's rules). Not a Django app: nothing here has models."""
