@@ -5,16 +5,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from budgets.paths import PATH_SEPARATOR
+from budgets.permissions import restrict_nodes, restrict_requests
 from fleet.models import Cluster
 
 MAX_SHARES = 1_000_000
-PATH_SEPARATOR = "/"
 
 
 class BudgetNodeQuerySet(models.QuerySet):
     def restrict(self, user, action="view"):
-        from budgets.permissions import restrict_nodes
-
         return restrict_nodes(self, user, action)
 
     def subtree(self, path: str):
@@ -170,8 +169,6 @@ class AllocationChange(models.Model):
 
 class ChangeRequestQuerySet(models.QuerySet):
     def restrict(self, user, action="view"):
-        from budgets.permissions import restrict_requests
-
         return restrict_requests(self, user, action)
 
 

@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from budgets.models import (
     MAX_SHARES,
-    PATH_SEPARATOR,
     Allocation,
     AllocationChange,
     BudgetNode,
     ChangeRequest,
 )
+from budgets.paths import PATH_SEPARATOR
 from budgets.permissions import can_decide, can_edit_shares, can_request_change, roles
 from common.errors import ConflictError, ServiceError
 from fleet.models import WEEK_HOURS

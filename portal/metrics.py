@@ -6,9 +6,8 @@ anyone else gets 403.
 
 Counters count from the beginning of the history (runs, events, host events stay in the
 database), so ``rate()`` and ``histogram_quantile()`` work as usual. The tick duration is not
-in the database: the loop reports it with ``record_tick`` into Django's cache (shared between
-the worker and the portal when the cache is Redis; per process otherwise), and the last tick's
-time is read from the occupancy samples every tick writes.
+in the database: the scheduler records it (``scheduler.tick_metrics``) and the last tick's time is
+read from the occupancy samples every tick writes.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from django.core.cache import cache
 from django.db.models import Count, Max
 from django.http import HttpResponse
 from django.utils import timezone
@@ -38,16 +36,11 @@ from portal.api.authentication import BearerTokenAuthentication
 from reports.metrics import queue_stays
 from scheduler import status
 from scheduler.models import Event, OccupancySample, Run, Workload
+from scheduler.tick_metrics import last_tick_seconds
 
 WAIT_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 86400)
 WAIT_CLASSES = ("debug", "small", "large", "unallocated")
-TICK_KEY = "timeshare:metrics:tick:{}"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def record_tick(cluster_id: int, seconds: float) -> None:
-    """For the loop (or the Celery task around it): how long the last tick of a cluster took."""
-    cache.set(TICK_KEY.format(cluster_id), (float(seconds), time.time()), timeout=None)
 
 
 class TimeshareCollector:
@@ -175,15 +168,14 @@ class TimeshareCollector:
         ).values_list("cluster_id", "at"):
             last_tick.add_metric([name[cluster_id]], at.timestamp())
         yield last_tick
-        ticks = cache.get_many([TICK_KEY.format(c.pk) for c in clusters])
+        ticks = last_tick_seconds(c.pk for c in clusters)
         tick = GaugeMetricFamily(
             "timeshare_tick_duration_seconds", "How long the cluster's last tick took",
             labels=["cluster"],
         )
         for cluster in clusters:
-            value = ticks.get(TICK_KEY.format(cluster.pk))
-            if value:
-                tick.add_metric([cluster.name], value[0])
+            if cluster.pk in ticks:
+                tick.add_metric([cluster.name], ticks[cluster.pk])
         yield tick
 
         yield GaugeMetricFamily(

@@ -9,6 +9,6 @@ class SchedulerConfig(AppConfig):
         # What the fleet, below, asks of the scheduler: the work a workload's earlier runs
         # did, and a tick when an operator changes a host (the receiver in tasks).
         from fleet.backends import register_earlier_work
-        from scheduler import services, tasks  # noqa: F401 - connects tick_on_host_change
+        from scheduler import engine_views, tasks  # noqa: F401 - connects tick_on_host_change
 
-        register_earlier_work(services.earlier_work)
+        register_earlier_work(engine_views.earlier_work)

@@ -24,9 +24,9 @@ from fleet.models import CapacityRollup, Host, HostEvent
 from scheduler.engine import HostState
 from scheduler.engine.simulate import SimConfig, Simulator
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
+from scheduler.engine_views import engine_params
 from scheduler.loop import split_hours
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload, gpu_ranges
-from scheduler.services import engine_params
 
 BATCH = 5000
 SAMPLE_EVERY = timedelta(minutes=10)

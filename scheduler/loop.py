@@ -52,8 +52,8 @@ from scheduler.engine import (
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
+from scheduler.engine_views import budget_tree, engine_params
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
-from scheduler.services import budget_tree, engine_params
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@
 
 from django.db.models import Q
 
-from budgets.models import PATH_SEPARATOR
+from budgets.paths import PATH_SEPARATOR
 from budgets.permissions import has_role, roles
 
 

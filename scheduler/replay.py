@@ -94,7 +94,7 @@ class Rule:
     """The mapping for the demo's current budget tree and clusters (read once)."""
 
     def __init__(self, clusters: dict, seed: int = 0, max_gpus: int = 32):
-        from scheduler.services import budget_tree
+        from scheduler.engine_views import budget_tree
 
         self.seed, self.max_gpus = seed, max_gpus
         self.clusters = clusters  # name -> Cluster

@@ -17,16 +17,18 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from budgets.models import Allocation, BudgetNode
-from budgets.services import shares_by_path
+from budgets.models import BudgetNode
 from common.errors import ServiceError
+from fleet.backends import backend_for
 from fleet.locks import lock_cluster
 from fleet.models import Cluster, Host
 from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
-from scheduler.engine import Host as EngineHost
 from scheduler.engine import Workload as EngineWorkload
+from scheduler.engine_views import budget_tree, engine_hosts, engine_params
+from scheduler.loop import charge_usage
 from scheduler.models import Event, Run, RunGPU, Workload
+from scheduler.tasks import request_tick
 
 log = logging.getLogger(__name__)
 
@@ -36,49 +38,6 @@ REASON_MAX = 500
 
 class SubmissionError(ServiceError):
     """Bad workload input, or an action on a workload that is not possible in its state."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Engine views of the database (shared with the loop)
-
-
-def engine_params(cluster: Cluster) -> Params:
-    return Params(
-        window=float(cluster.window),
-        max_min_runtime=float(cluster.max_min_runtime),
-        hysteresis=float(cluster.hysteresis),
-        grace=float(cluster.grace),
-    )
-
-
-def budget_tree(cluster: Cluster) -> BudgetTree:
-    """The engine's budget tree of ``cluster`` (paths as in the database)."""
-    nodes = list(BudgetNode.objects.only("id", "path", "parent_id"))
-    allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
-    return BudgetTree.from_shares(shares_by_path(nodes, allocations))
-
-
-def engine_hosts(hosts) -> list[EngineHost]:
-    return [EngineHost(h.name, h.gpus, h.group, h.state) for h in hosts]
-
-
-def earlier_work(workload_ids) -> dict[int, float]:
-    """Seconds of work each workload did in its ended runs (until signalled, or ended): what
-    the fleet asks before resuming a checkpointed workload (``fleet.backends.earlier_work``)."""
-    done: dict[int, float] = {}
-    ended = Run.objects.filter(workload_id__in=workload_ids, ended__isnull=False).values_list(
-        "workload_id", "started", "signalled_at", "ended"
-    )
-    for workload_id, started, signalled, end in ended:
-        stop = min(signalled, end) if signalled else end
-        done[workload_id] = done.get(workload_id, 0.0) + max(0.0, (stop - started).total_seconds())
-    return done
-
-
-def _request_tick(cluster_id: int) -> None:
-    from scheduler.tasks import request_tick
-
-    request_tick(cluster_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +147,7 @@ def submit(
             workload=workload, at=workload.submitted, kind=Event.Kind.SUBMITTED,
             reason=_contract_words(workload),
         )
-        _request_tick(cluster.pk)
+        request_tick(cluster.pk)
     return workload
 
 
@@ -206,8 +165,6 @@ def _contract_words(w: Workload) -> str:
 def cancel(user, workload: Workload) -> Workload:
     """Cancel a pending or running workload: a running one is stopped at once and its GPUs
     released (usage charged up to now)."""
-    from scheduler import loop
-
     if not permissions.can_cancel(user, workload):
         raise PermissionDenied("Only the owner, a manager of its budget or an operator may cancel.")
     now = timezone.now()
@@ -222,13 +179,13 @@ def cancel(user, workload: Workload) -> Workload:
         run = Run.objects.filter(workload=current, ended=None).select_related("workload").first()
         if run is not None:
             now = max(now, run.accounted_until)  # a worker's clock may run a little ahead
-            loop.charge_usage([run], now)
+            charge_usage([run], now)
             run.ended = now
             run.end_reason = Run.EndReason.CANCELLED
             run.save(update_fields=["ended", "end_reason", "accounted_until"])
             RunGPU.objects.filter(run=run, held=True).update(held=False)
             cluster = current.cluster
-            transaction.on_commit(lambda: loop.backend_for(cluster).stop(run))
+            transaction.on_commit(lambda: backend_for(cluster).stop(run))
         current.state = Workload.State.CANCELLED
         current.finished = now
         current.queue_position = None
@@ -238,7 +195,7 @@ def cancel(user, workload: Workload) -> Workload:
             workload=current, run=run, at=now, kind=Event.Kind.CANCELLED,
             reason=f"cancelled by {who}" + (", run stopped and GPUs released" if run else ""),
         )
-        _request_tick(current.cluster_id)
+        request_tick(current.cluster_id)
     workload.refresh_from_db()
     return workload
 

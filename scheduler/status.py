@@ -17,8 +17,8 @@ from budgets.models import BudgetNode
 from fleet.models import Host
 from scheduler import loop
 from scheduler.engine import ROOT, Standing
+from scheduler.engine_views import budget_tree
 from scheduler.models import OccupancySample, RunGPU, Workload
-from scheduler.services import budget_tree
 
 
 def current_standing(cluster, now=None) -> Standing:

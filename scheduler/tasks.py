@@ -13,6 +13,7 @@ from django.dispatch import receiver
 
 from fleet.models import Cluster
 from fleet.signals import host_changed
+from scheduler.tick_metrics import record_tick
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,7 @@ def compact_samples() -> int:
 
 
 def _record_duration(cluster_id: int, seconds: float) -> None:
-    """For the /metrics page (portal.metrics), when it is installed."""
-    try:
-        from portal.metrics import record_tick
-    except ImportError:
-        return
+    """For the /metrics page (``scheduler.tick_metrics``)."""
     try:
         record_tick(cluster_id, seconds)
     except Exception:  # metrics never break the loop

@@ -8,8 +8,8 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.models import HostEvent
-from portal.metrics import record_tick
 from scheduler.models import Event, Run
+from scheduler.tick_metrics import record_tick
 
 URL = "/metrics"
 

@@ -1,0 +1,46 @@
+"""The engine's view of the database: a cluster's parameters, its budget tree and its hosts
+as engine objects, and the work a workload's ended runs did. The loop, the services, the
+status pages and the history replay all read the database through these."""
+
+from __future__ import annotations
+
+from budgets.models import Allocation, BudgetNode
+from budgets.services import shares_by_path
+from fleet.models import Cluster
+from scheduler.engine import BudgetTree, Params
+from scheduler.engine import Host as EngineHost
+from scheduler.models import Run
+
+
+def engine_params(cluster: Cluster) -> Params:
+    return Params(
+        window=float(cluster.window),
+        max_min_runtime=float(cluster.max_min_runtime),
+        hysteresis=float(cluster.hysteresis),
+        grace=float(cluster.grace),
+    )
+
+
+def budget_tree(cluster: Cluster) -> BudgetTree:
+    """The engine's budget tree of ``cluster`` (paths as in the database)."""
+    nodes = list(BudgetNode.objects.only("id", "path", "parent_id"))
+    allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
+    return BudgetTree.from_shares(shares_by_path(nodes, allocations))
+
+
+def engine_hosts(hosts) -> list[EngineHost]:
+    return [EngineHost(h.name, h.gpus, h.group, h.state) for h in hosts]
+
+
+def earlier_work(workload_ids) -> dict[int, float]:
+    """Seconds of work each workload did in its ended runs (until signalled, or ended): what
+    the fleet asks before resuming a checkpointed workload (``fleet.backends.earlier_work``;
+    registered in ``SchedulerConfig.ready``)."""
+    done: dict[int, float] = {}
+    ended = Run.objects.filter(workload_id__in=workload_ids, ended__isnull=False).values_list(
+        "workload_id", "started", "signalled_at", "ended"
+    )
+    for workload_id, started, signalled, end in ended:
+        stop = min(signalled, end) if signalled else end
+        done[workload_id] = done.get(workload_id, 0.0) + max(0.0, (stop - started).total_seconds())
+    return done
