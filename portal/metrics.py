@@ -33,7 +33,7 @@ from budgets.models import BudgetNode
 from fleet.models import Cluster, HostEvent
 from fleet.permissions import can_operate
 from portal.api.authentication import BearerTokenAuthentication
-from reports.metrics import queue_stays
+from reports.accounting import queue_stays
 from scheduler import status
 from scheduler.models import Event, OccupancySample, Run, Workload
 from scheduler.tick_metrics import last_tick_seconds

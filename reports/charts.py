@@ -1,4 +1,6 @@
-"""Plotly figures built in Python from the series of `reports.metrics`.
+"""Plotly figures built in Python from the series the report modules compute
+(`reports.pyramid`, `reports.budget_history`, `reports.queue_statistics`,
+`reports.fleet_statistics`).
 
 Each function returns a plotly figure as plain data (``{"data": [...], "layout": {...}}``)
 that the templates pass with ``json_script`` and the browser draws with ``Plotly.react``

@@ -14,7 +14,16 @@ from django.utils import timezone
 
 from budgets.models import Allocation
 from fleet.models import Cluster
-from reports import charts, metrics, tasks
+from reports import (
+    accounting,
+    budget_history,
+    charts,
+    fleet_statistics,
+    pyramid,
+    queue_statistics,
+    review_report,
+    tasks,
+)
 from reports.forms import PeriodForm, RangeForm, WhatIfForm
 from reports.models import WhatIf
 from reports.permissions import (
@@ -50,7 +59,7 @@ def review(request, cluster=None, pk=None, fmt="html"):
     cluster = _cluster(cluster)
     form = PeriodForm(request.GET or None)
     start, end, period = form.bounds()
-    tree = metrics.Tree()
+    tree = accounting.Tree()
     top = None
     if pk is not None:
         top = tree.by_pk.get(pk)
@@ -58,12 +67,12 @@ def review(request, cluster=None, pk=None, fmt="html"):
             raise Http404("No such budget.")
         if pk not in visible:
             raise PermissionDenied("You may not see this budget's report.")
-    report = metrics.budget_report(cluster, start, end, tree=tree)
+    report = review_report.budget_report(cluster, start, end, tree=tree)
     rows = [
         row for row in report.rows
         if row.node.pk in visible and (top is None or _within(row.node, top))
     ]
-    cells = metrics.table(rows)
+    cells = review_report.table(rows)
     if fmt == "csv":
         return _csv(cluster, start, end, top, cells)
     context = {
@@ -75,9 +84,9 @@ def review(request, cluster=None, pk=None, fmt="html"):
         "last_day": end - timedelta(days=1),
         "report": report,
         "top": top,
-        "columns": [label for _, label in metrics.COLUMNS],
+        "columns": [label for _, label in review_report.COLUMNS],
         "lines": _lines(cluster, rows, cells, top, request.GET.urlencode()),
-        "definitions": metrics.DEFINITIONS,
+        "definitions": review_report.DEFINITIONS,
         "generated": timezone.now(),
         "query": request.GET.urlencode(),
     }
@@ -104,7 +113,7 @@ def _csv(cluster, start, end, top, cells) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     writer = csv.writer(response)
-    writer.writerow([label for _, label in metrics.COLUMNS])
+    writer.writerow([label for _, label in review_report.COLUMNS])
     writer.writerows(cells)
     return response
 
@@ -117,18 +126,18 @@ def dashboards(request):
     """Per cluster, the pyramid now and over the last week, with a daily trend."""
     require_dashboards(request.user)
     now = timezone.now()
-    tree = metrics.Tree()
+    tree = accounting.Tree()
     cards = []
     for cluster in Cluster.objects.with_gpu_count():
         # one budget report when the fair-share window is the week (the default)
-        week_report = metrics.budget_report(cluster, now - timedelta(days=7), now, now=now,
+        week_report = review_report.budget_report(cluster, now - timedelta(days=7), now, now=now,
                                             tree=tree)
         window_report = week_report if cluster.window == 7 * 86400 else None
-        current, sampled_at = metrics.latest_pyramid(cluster, tree, now=now,
+        current, sampled_at = pyramid.latest_pyramid(cluster, tree, now=now,
                                                      report=window_report)
-        week = metrics.pyramid(cluster, now - timedelta(days=7), now, tree, now=now,
+        week = pyramid.pyramid(cluster, now - timedelta(days=7), now, tree, now=now,
                                report=week_report)
-        trend = metrics.pyramid_trend(cluster, tree, now, TREND_DAYS)
+        trend = pyramid.pyramid_trend(cluster, tree, now, TREND_DAYS)
         cards.append({
             "cluster": cluster,
             "now": current,
@@ -155,8 +164,10 @@ def _budget_card(request, cluster, tree, start, end, now, history):
         node = min((tree.by_pk[pk] for pk in visible), key=lambda n: (n.depth, n.path))
     children = [child for child in tree.children.get(node.pk, []) if child.pk in visible]
     shown = children or [node]
-    series = metrics.budget_series(cluster, tree, shown, start, end, now=now, history=history)
-    standing = metrics.window_standing(cluster, tree, now)
+    series = budget_history.budget_series(
+        cluster, tree, shown, start, end, now=now, history=history
+    )
+    standing = budget_history.window_standing(cluster, tree, now)
     siblings = sorted(tree.children.get(node.pk, []),
                       key=lambda n: standing.position.get(n.path, 0))
     rank = {child.pk: index + 1 for index, child in enumerate(siblings)}
@@ -190,10 +201,10 @@ def cluster_dashboard(request, cluster):
     now = timezone.now()
     form = RangeForm(request.GET or None)
     start, end, choice = form.bounds(now)
-    tree = metrics.Tree()
+    tree = accounting.Tree()
     # shares, capacity and usage per bucket, from a fair-share window before the range: for
     # the budgets chart and the waits by budget ratio
-    history = metrics.History.load(cluster, tree, start, end, now)
+    history = budget_history.History.load(cluster, tree, start, end, now)
     context = {
         "cluster": cluster,
         "clusters": Cluster.objects.all(),
@@ -205,21 +216,21 @@ def cluster_dashboard(request, cluster):
     }
     if request.htmx and request.htmx.target == "budget-card":
         return render(request, "reports/_budget_card.html", context)
-    queue = metrics.queue_figures(cluster, tree, start, end, now=now, history=history)
-    fleet = metrics.fleet_figures(cluster, start, end, now=now)
+    queue = queue_statistics.queue_figures(cluster, tree, start, end, now=now, history=history)
+    fleet = fleet_statistics.fleet_figures(cluster, start, end, now=now)
     context.update({
         "occupancy_figure": charts.occupancy(
-            metrics.occupancy_series(cluster, start, end, history.kind), span=(start, end)
+            pyramid.occupancy_series(cluster, start, end, history.kind), span=(start, end)
         ),
         "queue": queue,
-        "ratio_bands": metrics.RATIO_BANDS,
-        "pending_top": metrics.PENDING_TOP,
+        "ratio_bands": queue_statistics.RATIO_BANDS,
+        "pending_top": queue_statistics.PENDING_TOP,
         "waits_figure": charts.waits(queue["classes"]),
         "ratio_waits_figure": charts.waits(queue["bands"], "Queue wait by budget ratio (starts)",
                                            "budget ratio when the wait began"),
         "pending_figure": charts.pending(
             queue["times"], queue["pending"],
-            f"Pending GPUs by budget (allocated work, top {metrics.PENDING_TOP})",
+            f"Pending GPUs by budget (allocated work, top {queue_statistics.PENDING_TOP})",
             span=(start, end),
         ),
         "preemptions_figure": charts.preemptions(
@@ -245,7 +256,7 @@ def what_if(request, cluster=None):
     require_what_if(request.user)
     cluster = _cluster(cluster)
     allowed_ids = set(changeable_nodes(request.user).values_list("pk", flat=True))
-    nodes = [node for node in metrics.Tree().nodes if node.pk in allowed_ids]
+    nodes = [node for node in accounting.Tree().nodes if node.pk in allowed_ids]
     shares = dict(Allocation.objects.filter(cluster=cluster).values_list("node_id", "shares"))
     if request.method == "POST":
         allowed = {f"shares_{node.pk}" for node in nodes}
@@ -271,7 +282,7 @@ def _what_if_rows(user, what_if) -> list[dict]:
     result = what_if.result or {}
     visible = visible_node_ids(user)
     rows = []
-    for node in metrics.Tree().nodes:
+    for node in accounting.Tree().nodes:
         if node.pk not in visible:
             continue
         sides = {side: (result.get(side) or {}).get("budgets", {}).get(node.path)

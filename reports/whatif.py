@@ -31,7 +31,7 @@ from django.utils import timezone
 from budgets.models import Allocation
 from budgets.services import shares_by_path
 from fleet.models import Cluster
-from reports import metrics
+from reports import accounting, review_report
 from reports.sql import Epoch
 from scheduler.engine import Params
 from scheduler.engine.simulate import SimConfig, Simulator
@@ -123,13 +123,13 @@ def replay(jobs, shares: dict[str, float], cluster: Cluster, params: Params, hor
 
 
 def _waits(values: list[float]) -> dict:
-    return {"n": len(values), "p50": metrics.quantile(values, 0.5),
-            "p95": metrics.quantile(values, 0.95)}
+    return {"n": len(values), "p50": accounting.quantile(values, 0.5),
+            "p95": accounting.quantile(values, 0.95)}
 
 
 def actual(cluster: Cluster, start: datetime, end: datetime, now: datetime) -> dict:
     """What happened in the same period, from the budget review report."""
-    report = metrics.budget_report(cluster, start, end, now=now)
+    report = review_report.budget_report(cluster, start, end, now=now)
     root = next(row for row in report.rows if row.node.parent_id is None)
     return {
         "budgets": {
@@ -160,7 +160,7 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
     wanted = what_if.params
     start = now - timedelta(days=float(wanted.get("days", 7)))
     horizon = (now - start).total_seconds()
-    tree = metrics.Tree()
+    tree = accounting.Tree()
     allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
     today = shares_by_path(tree.nodes, allocations)
     by_path = {node.path: node.pk for node in tree.nodes}

@@ -153,7 +153,7 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
-        # the reports look requeues (and other kinds) up by time: reports.metrics.queue_stays
+        # the reports look requeues (and other kinds) up by time: reports.accounting.queue_stays
         indexes = [models.Index(fields=["kind", "at"], name="event_kind_at")]
 
     def __str__(self):

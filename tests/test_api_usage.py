@@ -1,4 +1,4 @@
-"""Usage per budget and period: the review report's figures (reports.metrics), restricted to
+"""Usage per budget and period: the review report's figures (reports.review_report), restricted to
 the rows reports.permissions lets each persona read."""
 
 import pytest

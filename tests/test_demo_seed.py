@@ -184,11 +184,11 @@ def test_the_live_loop_takes_over(seeded):
 
 def test_reports_see_the_week(seeded, client):
     from budgets.models import BudgetNode
-    from reports import metrics
+    from reports import review_report
 
     now, since, _ = seeded
     h100 = Cluster.objects.get(name="h100")
-    report = metrics.budget_report(h100, since, now, now=now)
+    report = review_report.budget_report(h100, since, now, now=now)
     a1 = next(r for r in report.rows if r.node.path == "institute/prog-a/proj-a1")
     assert a1.entitlement_h > 0 and a1.delivered_h > 0
     assert BudgetNode.objects.count() > 10

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from budgets.models import BudgetNode
-from reports import metrics
+from reports import accounting, pyramid
 from scheduler.models import Workload
 
 
@@ -24,15 +24,15 @@ def figure(body, figure_id):
 
 
 def test_pyramid_now_and_last_week(recent):
-    tree = metrics.Tree()
-    now, _ = metrics.latest_pyramid(recent.cluster, tree)
+    tree = accounting.Tree()
+    now, _ = pyramid.latest_pyramid(recent.cluster, tree)
     assert now.availability == pytest.approx(0.5)
     assert now.occupancy_allocated == pytest.approx(3 / 5)
     assert now.occupancy_unallocated == pytest.approx(1 / 5)
     assert now.impact == pytest.approx(0.75)
     assert now.utilization is None
     end = timezone.now()
-    week = metrics.pyramid(recent.cluster, end - timedelta(days=7), end, tree)
+    week = pyramid.pyramid(recent.cluster, end - timedelta(days=7), end, tree)
     healthy = 144 * 10 + 24 * 5
     assert week.availability == pytest.approx(healthy / 1680)
     assert week.occupancy_allocated == pytest.approx((144 * 4 + 24 * 3) / healthy)

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from budgets.models import AllocationChange, BudgetNode
 from fleet.models import Cluster, Host
-from reports.metrics import budget_report
+from reports.review_report import budget_report
 
 WEEK_START = datetime(2026, 3, 2, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ import pytest
 from django.urls import reverse
 
 from fleet.models import HostEvent
-from reports import metrics
+from reports import accounting, budget_history, fleet_statistics, queue_statistics
 from scheduler.models import UsageRollup
 
 
@@ -46,8 +46,8 @@ def test_waits_by_the_budget_ratio_when_the_wait_began(history):
     for budget, gpu_hours in [(history.proj_a2, 560), (history.proj_b1, 600)]:
         UsageRollup.objects.create(cluster=history.cluster, budget=budget, hour=at(1, 12),
                                    gpu_seconds=gpu_hours * 3600)
-    bands = {b["name"]: b for b in metrics.queue_figures(
-        history.cluster, metrics.Tree(), at(3), at(10), now=at(20))["bands"]}
+    bands = {b["name"]: b for b in queue_statistics.queue_figures(
+        history.cluster, accounting.Tree(), at(3), at(10), now=at(20))["bands"]}
     assert list(bands) == ["under 50%", "50-90%", "90-110%", "110-200%", "200% and over"]
     assert bands["under 50%"]["count"] == 3  # W1, W2 and W2's requeue
     assert bands["under 50%"]["median"] == pytest.approx(30 * 60)
@@ -69,23 +69,25 @@ def test_the_ratio_follows_the_scheduler_definition(history):
     """One budget at one moment, by hand: proj-a1 on Fri 7 March 00:00 used 10 GPU-h in the
     7 days before; its fraction was 0.35 until Thu 12:00 and 0.525 after (150 of 200 shares
     of prog-a's 0.7): entitlement (6.5 x 0.35 + 0.5 x 0.525) x 240 GPU-h = 609."""
-    tree = metrics.Tree()
-    history_ = metrics.History.load(history.cluster, tree, at(3), at(10), now=at(20))
-    ratios = metrics.BucketRatios(history_, tree)
+    tree = accounting.Tree()
+    history_ = budget_history.History.load(history.cluster, tree, at(3), at(10), now=at(20))
+    ratios = queue_statistics.BucketRatios(history_, tree)
     assert ratios.at(history.proj_a1.pk, at(7, 15).timestamp()) == pytest.approx(10 / 609)
     # a program's ratio counts its subtree: prog-a used 10 + 4 of 0.7 x 1680
     assert ratios.at(history.prog_a.pk, at(7).timestamp()) == pytest.approx(14 / 1176)
 
 
 def test_pending_gpus_per_leaf_budget_with_the_rest_as_others(history, monkeypatch):
-    queue = metrics.queue_figures(history.cluster, metrics.Tree(), at(3), at(10), now=at(20))
+    queue = queue_statistics.queue_figures(
+        history.cluster, accounting.Tree(), at(3), at(10), now=at(20)
+    )
     pending = queue["pending"]
     # most pending GPU-time first: proj-b1 21 GPU-h, proj-a2 16, proj-a1 2 + 2 x 70 min
     assert list(pending) == ["prog-b/proj-b1", "prog-a/proj-a2", "prog-a/proj-a1"]
     assert pending["prog-b/proj-b1"] == pytest.approx([1 / 24, 0, 0, 0, 0, 0, 20 / 24])
     assert pending["prog-a/proj-a2"] == pytest.approx([0, 0, 0, 16 / 24, 0, 0, 0])
     assert pending["prog-a/proj-a1"] == pytest.approx([2 / 24, 0, 2 * 70 / 60 / 24, 0, 0, 0, 0])
-    monkeypatch.setattr(metrics, "PENDING_TOP", 1)
+    monkeypatch.setattr(queue_statistics, "PENDING_TOP", 1)
     body = week_page(history)
     chart = {t["name"]: t["y"] for t in figure(body, "fig-pending")["data"]}
     assert list(chart) == ["prog-b/proj-b1", "others (2)"]
@@ -104,7 +106,7 @@ def test_host_states_over_time_replay_the_host_events(history):
         (h0, at(8, 20), "repair_succeeded"), (h0, at(8, 20), "returned"),
     ]:
         HostEvent.objects.create(host=host, at=when, kind=kind)
-    fleet = metrics.fleet_figures(history.cluster, at(3), at(10), now=at(20))
+    fleet = fleet_statistics.fleet_figures(history.cluster, at(3), at(10), now=at(20))
     states = fleet["over_time"]
     assert states["AVAILABLE"] == pytest.approx([1, 1 + 18 / 24, 2, 2, 2, 1 + 4 / 24, 2])
     assert states["DRAINED"] == pytest.approx([1, 6 / 24, 0, 0, 0, 0, 0])
@@ -122,7 +124,9 @@ def test_host_states_over_time_replay_the_host_events(history):
 
 
 def test_preemptions_and_requeues_per_day(history):
-    queue = metrics.queue_figures(history.cluster, metrics.Tree(), at(3), at(10), now=at(20))
+    queue = queue_statistics.queue_figures(
+        history.cluster, accounting.Tree(), at(3), at(10), now=at(20)
+    )
     assert queue["preemptions"] == [0, 0, 1, 1, 0, 0, 0]  # W2 Wed 12:05, W3 Thu 05:05
     assert queue["requeues"] == [0, 0, 1, 0, 0, 0, 0]
     assert queue["times"][0] == at(3) and queue["times"][-1] == at(10) - timedelta(days=1)

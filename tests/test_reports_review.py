@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from reports import metrics
+from reports import review_report
 
 WEEK = "?period=week&date=2025-03-05"
 WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
@@ -16,7 +16,7 @@ WEEK_END = datetime(2025, 3, 10, tzinfo=UTC)
 
 
 def rows_by_path(history):
-    report = metrics.budget_report(history.cluster, WEEK_START, WEEK_END)
+    report = review_report.budget_report(history.cluster, WEEK_START, WEEK_END)
     return report, {row.node.path: row for row in report.rows}
 
 
@@ -110,12 +110,12 @@ def test_impact_weights_capped_attainment_by_fraction(history):
     report, row = rows_by_path(history)
     a1 = row["org/prog-a/proj-a1"]
     expected = (0.4375 * min(1, a1.attainment) + 0.2625 * 0.2 + 0.3 * 5 / 26) / 1.0
-    assert metrics.impact(report.rows) == pytest.approx(expected)
+    assert review_report.impact(report.rows) == pytest.approx(expected)
 
 
 def test_period_in_progress_counts_only_elapsed_time(history):
     now = WEEK_START + (WEEK_END - WEEK_START) / 2  # Thursday 12:00
-    report = metrics.budget_report(history.cluster, WEEK_START, WEEK_END, now=now)
+    report = review_report.budget_report(history.cluster, WEEK_START, WEEK_END, now=now)
     root = report.rows[0]
     assert report.capacity_h == pytest.approx(84 * 10)
     assert root.entitlement_h == pytest.approx(840)

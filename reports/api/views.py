@@ -1,6 +1,6 @@
 """Reports over HTTP: usage per budget and period, the review report's figures. Its URL sits
 under /api/ beside the budgets' (/api/usage/); what may be read comes from
-reports.permissions, the figures from reports.metrics."""
+reports.permissions, the figures from reports.review_report."""
 
 from datetime import date
 
@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from common.api.base import RejectNulMixin
 from fleet.api import CLUSTER, cluster_from
-from reports import metrics
+from reports import accounting, review_report
 from reports.api import serializers as s
 from reports.forms import PERIODS, PeriodForm
 from reports.permissions import require_budget_rows
@@ -20,7 +20,7 @@ EARLIEST, LATEST = date(2000, 1, 1), date(2999, 12, 31)
 
 
 class UsageView(RejectNulMixin, APIView):
-    """Usage per budget node over a period: the review report's figures (reports.metrics)."""
+    """Usage per budget node over a period: the review report's figures (reports.review_report)."""
 
     @extend_schema(
         summary="Usage per budget and period (the review report's figures)",
@@ -53,15 +53,15 @@ class UsageView(RejectNulMixin, APIView):
                     f"Dates from {EARLIEST} to {LATEST} only."
                 ]})
         start, end, period = form.bounds()
-        tree = metrics.Tree()
+        tree = accounting.Tree()
         top = None
         if "node" in request.query_params:
             raw = request.query_params["node"]
             top = tree.by_pk.get(int(raw)) if raw.isdigit() else None
             if top is None or top.pk not in visible:
                 raise ValidationError({"node": ["No such budget, or one you may not see."]})
-        report = metrics.budget_report(cluster, start, end, tree=tree)
-        definitions = dict(metrics.DEFINITIONS)
+        report = review_report.budget_report(cluster, start, end, tree=tree)
+        definitions = dict(review_report.DEFINITIONS)
         rows = [
             {
                 "id": row.node.pk,

@@ -1,0 +1,243 @@
+"""The review report: one row per budget node over a period, with every figure defined once.
+
+Every figure is defined once here; the pages print `DEFINITIONS` next to the numbers.
+
+A period is a half-open interval ``[start, end)``. Only its elapsed part counts: time after
+``now`` (a report for the current month) and time before the cluster existed have no
+capacity, so nobody looks under-served by a future that has not happened.
+
+The figures, computed by ``reports.accounting``:
+
+* Shares in force: the allocation audit log (``AllocationChange``) replayed up to the period,
+  then every change inside it starts a new segment, so a change at 12:00 on Wednesday counts
+  from 12:00 exactly. A node's shares and fraction are weighted by the time each was in force.
+  Fractions always come from ``scheduler.engine.fractions`` (the 35% rule). The tree's shape is
+  today's: a budget moved to another parent is reported under its new parent for past periods.
+* Capacity: GPU-seconds of healthy hosts, from the hourly ``CapacityRollup`` rows the live
+  loop charges (the capacity its fair share uses; no rollup, no capacity). An hour cut by a
+  share change or the start of a window is split exactly with the occupancy samples (the
+  healthy GPUs in force at each moment of the hour); the two pieces add up to the rollup.
+* Entitlement GPU-h = integral over the period of fraction(t) x healthy GPUs(t).
+* Delivered GPU-h = allocated GPU-seconds charged to the budget's subtree, from the hourly
+  ``UsageRollup``: exact to the clock hour (an hour counts when it starts inside the period).
+* Unallocated GPU-h = GPU-time of unallocated runs (``min_runtime = 0``) overlapping the
+  period, clipped to it. Free, never charged.
+* Demand GPU-h = delivered GPU-h + GPU-time the budget's allocated workloads spent pending in
+  the period (GPUs x time from submission or requeue to start, cancellation or the end of the
+  period). What the budget asked for, whether it got it or not.
+* Attainment = delivered / min(entitlement, demand): 100% means the budget got all it asked
+  for up to its entitlement; above 100% it used idle capacity beyond its entitlement; empty
+  when it neither asked nor was entitled.
+* Waits: for allocated workloads that started in the period, the time from submission (or
+  requeue) to start; median and p95 with linear interpolation. Workloads still waiting at the
+  end are not in the waits (they are in demand).
+* Preemptions: runs that ended preempted in the period (allocated and unallocated).
+* GPU-h lost to preemption, counted in the period the run ended: for a non-resumable run its
+  whole GPU-time (its work is gone); for a resumable run the grace period from the signal to
+  the stop (time spent checkpointing instead of computing).
+* Impact (dashboards): over leaf budgets with demand, min(1, attainment) averaged with the
+  budgets' time-weighted fractions as weights (capped so one budget's use of idle capacity
+  cannot hide another's shortfall).
+"""
+
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+
+from budgets.models import BudgetNode
+from reports.accounting import (
+    HOUR,
+    Capacity,
+    Tree,
+    delivered_seconds,
+    entitlement_seconds,
+    period_until,
+    quantile,
+    queue_stays,
+    run_facts,
+    seconds,
+    share_segments,
+)
+
+DEFINITIONS = [
+    ("Shares", "shares in force, weighted by the time each value held (from the audit log)"),
+    ("% of cluster", "fraction of the cluster (product of shares over siblings' shares down "
+     "the path), time-weighted"),
+    ("Entitlement", "fraction x GPUs on healthy hosts, integrated over the elapsed period"),
+    ("Delivered", "allocated GPU-hours charged to the budget (hourly usage rollups)"),
+    ("Unallocated", "GPU-hours of free, preemptible runs (min_runtime 0); never charged"),
+    ("Demand", "delivered + GPU-hours the budget's allocated workloads spent pending"),
+    ("Attainment", "delivered / min(entitlement, demand); empty without demand or entitlement"),
+    ("Waits", "submission or requeue to start, allocated workloads started in the period; "
+     "median and p95"),
+    ("Preemptions", "runs ended by preemption in the period"),
+    ("GPU-h lost", "non-resumable preempted runs: all their GPU-time; resumable ones: the grace "
+     "period from signal to stop"),
+]
+
+
+
+@dataclass
+class ReportRow:
+    node: BudgetNode
+    depth: int
+    leaf: bool
+    shares: float | None
+    fraction: float
+    entitlement_h: float
+    delivered_h: float
+    unallocated_h: float
+    demand_h: float
+    waits: list[float]  # seconds
+    preemptions: int
+    lost_h: float
+
+    @property
+    def attainment(self) -> float | None:
+        basis = min(self.entitlement_h, self.demand_h)
+        return self.delivered_h / basis if basis > 0 else None
+
+    @property
+    def wait_median(self) -> float | None:
+        return quantile(self.waits, 0.5)
+
+    @property
+    def wait_p95(self) -> float | None:
+        return quantile(self.waits, 0.95)
+
+
+@dataclass
+class Report:
+    cluster: object
+    start: datetime
+    end: datetime
+    until: datetime  # end of the elapsed part
+    rows: list[ReportRow]
+    capacity_h: float
+
+    @property
+    def hours(self) -> float:
+        return max(0.0, seconds(self.start, self.until)) / HOUR
+
+
+def budget_report(cluster, start: datetime, end: datetime, now: datetime | None = None,
+                  tree: Tree | None = None) -> Report:
+    """One row per budget node in tree order; every figure of a node covers its subtree, so a
+    parent's row is the subtotal of its children's."""
+    now = now or timezone.now()
+    until = period_until(start, end, now)
+    tree = tree or Tree()
+    # Shares in force are averaged over the part of the period the cluster existed: before it
+    # nobody held shares, and that must not dilute the average.
+    existed = max(start, min(cluster.created, until))
+    segments = share_segments(cluster, tree, existed, until)
+    capacity = Capacity.load(cluster, existed, until, cuts=[seg.start for seg in segments])
+    entitled, share_time, fraction_time = entitlement_seconds(segments, capacity, existed, until)
+    delivered = tree.subtree_sums(delivered_seconds(cluster, start, end))
+    facts = run_facts(cluster, start, end, now)
+    unallocated = tree.subtree_sums(facts.unallocated_seconds)
+    preemptions = tree.subtree_sums(facts.preemptions)
+    lost = tree.subtree_sums(facts.lost_seconds)
+    pending: dict[int, float] = defaultdict(float)
+    waits: dict[int, list[float]] = defaultdict(list)
+    s0, s1, s_end = start.timestamp(), until.timestamp(), end.timestamp()
+    for stay in queue_stays(cluster, start, end, allocated_only=True):
+        pending[stay.budget_id] += stay.gpus * stay.pending_seconds(s0, s1)
+        if stay.started and s0 <= stay.closed < s_end:
+            waits[stay.budget_id].append(stay.wait)
+    pending = tree.subtree_sums(pending)
+    waits_sub = tree.subtree_lists(waits)
+    span = seconds(existed, until)
+    rows = []
+    for node in tree.nodes:
+        pk = node.pk
+        rows.append(
+            ReportRow(
+                node=node,
+                depth=node.depth,
+                leaf=tree.is_leaf(node),
+                shares=(share_time[pk] / span) if span and pk in share_time else None,
+                fraction=(fraction_time.get(pk, 0.0) / span) if span else 0.0,
+                entitlement_h=entitled.get(pk, 0.0) / HOUR,
+                delivered_h=delivered[pk] / HOUR,
+                unallocated_h=unallocated[pk] / HOUR,
+                demand_h=(delivered[pk] + pending[pk]) / HOUR,
+                waits=waits_sub[pk],
+                preemptions=int(preemptions[pk]),
+                lost_h=lost[pk] / HOUR,
+            )
+        )
+    return Report(cluster, start, end, until, rows, capacity.gpu_seconds(start, until) / HOUR)
+
+
+# The table shown on the page and downloaded as CSV: one definition for both.
+COLUMNS = [
+    ("budget", "Budget"),
+    ("kind", "Kind"),
+    ("shares", "Shares"),
+    ("percent", "% of cluster"),
+    ("entitlement", "Entitlement GPU-h"),
+    ("delivered", "Delivered GPU-h"),
+    ("unallocated", "Unallocated GPU-h"),
+    ("demand", "Demand GPU-h"),
+    ("attainment", "Attainment %"),
+    ("wait_median", "Median wait (min)"),
+    ("wait_p95", "p95 wait (min)"),
+    ("waits", "Starts"),
+    ("preemptions", "Preemptions"),
+    ("lost", "GPU-h lost"),
+]
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows: list[ReportRow]) -> list[list[str]]:
+    """The cells of the report table, formatted once; empty string means "no value"."""
+    out = []
+    for row in rows:
+        attainment = row.attainment
+        out.append([
+            row.node.path,
+            row.node.kind,
+            _num(row.shares),
+            _num(100 * row.fraction, 2),
+            _num(row.entitlement_h),
+            _num(row.delivered_h),
+            _num(row.unallocated_h),
+            _num(row.demand_h),
+            _num(None if attainment is None else 100 * attainment),
+            _num(None if row.wait_median is None else row.wait_median / 60),
+            _num(None if row.wait_p95 is None else row.wait_p95 / 60),
+            str(len(row.waits)),
+            str(row.preemptions),
+            _num(row.lost_h),
+        ])
+    return out
+
+
+
+def weighted_impact(leaves) -> float | None:
+    """`leaves`: (fraction, entitlement, delivered, demand) of each leaf budget. The
+    fraction-weighted mean of min(1, delivered / min(entitlement, demand)) over the budgets
+    with a fraction and something to attain."""
+    weight = total = 0.0
+    for fraction, entitled, delivered, demand in leaves:
+        basis = min(entitled, demand)
+        if fraction > 0 and basis > 0:
+            weight += fraction
+            total += fraction * min(1.0, delivered / basis)
+    return total / weight if weight else None
+
+
+def impact(rows: list[ReportRow]) -> float | None:
+    return weighted_impact(
+        (row.fraction, row.entitlement_h, row.delivered_h, row.demand_h)
+        for row in rows if row.leaf
+    )
