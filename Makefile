@@ -38,8 +38,10 @@ test: install
 bench: install
 	$(BIN)/python bench/run.py
 
+# ruff, then the import contracts in pyproject.toml (layers, a pure engine, a fleet at the ground)
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf var/celery var/timeshare.sqlite3 var/static
