@@ -5,6 +5,8 @@ COPY pyproject.toml README.md ./
 COPY portal portal
 COPY budgets budgets
 COPY scheduler scheduler
+COPY fleet fleet
+COPY common common
 RUN pip install --no-cache-dir .
 COPY . .
 RUN mkdir -p /var/lib/timeshare && SECRET_KEY=build-only-key-build-only-key-build-only python manage.py collectstatic --noinput
