@@ -33,7 +33,6 @@ from scheduler.tasks import request_tick
 log = logging.getLogger(__name__)
 
 NAME_MAX = Workload._meta.get_field("name").max_length
-REASON_MAX = 500
 
 
 class SubmissionError(ServiceError):
