@@ -20,6 +20,14 @@ def past(w, host, idx):
     return run(w, host, idx, started=0.0)
 
 
+def busy(budget, *host_names):
+    """Protected runs of ``budget`` filling whole hosts: GPUs its branch holds besides the
+    contested host h0, so that the final-share rule lets h0's GPUs move (the requester's
+    branch then stays below the victim's)."""
+    return [run(job(f"busy-{h}", budget, gpus=8), h, range(8), started=NOW) for h in host_names]
+
+
+THREE_HOSTS = hosts(3)
 TWO = tree(a=1, b=1, a__a1=1, b__b1=1)  # a/a1 and b/b1 each hold 50%: entitlement 500
 
 
@@ -42,15 +50,15 @@ def test_preemption_reason_names_both_branches_and_their_ratios():
     paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [paid],
+        THREE_HOSTS,
+        [paid, *busy("b/b1", "h1", "h2")],
         [job("req", "a/a1", gpus=8)],
         usage={"b/b1": 900.0, "a/a1": 200.0},
         capacity=CAPACITY,
     )
     [decision] = one_pass(st, TWO).decisions
     assert decision.reason == (
-        "preempted to make room for a/a1/req: b at 180% of entitlement, a at 40%"
+        "preempted to make room for workload #req of a/a1: b at 180% of entitlement, a at 40%"
     )
     assert decision.for_workload_id == "req"
 
@@ -64,8 +72,8 @@ def test_ratios_compared_where_branches_diverge_inside_a_program():
     victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [victim],
+        THREE_HOSTS,
+        [victim, *busy("a/a2", "h1", "h2")],
         [job("req", "a/a1", gpus=8)],
         usage={"a/a1": 25.0, "a/a2": 500.0},
         capacity=CAPACITY,
@@ -91,8 +99,8 @@ def test_zero_hysteresis_lets_a_branch_just_over_entitlement_be_preempted():
     victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [victim],
+        THREE_HOSTS,
+        [victim, *busy("a/a2", "h1", "h2")],
         [job("req", "b/b1", gpus=8)],
         usage={"a/a1": 25.0, "a/a2": 500.0},
         capacity=CAPACITY,
@@ -193,8 +201,8 @@ def test_most_over_used_victim_is_preferred_at_equal_cost():
     c = past(job("c-run", "c/c1", gpus=4), "h0", range(4, 8))
     st = state(
         NOW,
-        ONE_HOST,
-        [b, c],
+        THREE_HOSTS,
+        [b, c, *busy("b/b1", "h1"), *busy("c/c1", "h2")],
         [job("req", "a/a1", gpus=4)],
         usage={"b/b1": 1000.0, "c/c1": 500.0},
         capacity=CAPACITY,
@@ -232,7 +240,12 @@ def test_second_requester_does_not_reuse_gpus_claimed_by_the_first():
     first = job("first", "a/a1", gpus=4, submitted=1)
     second = job("second", "a/a1", gpus=4, submitted=2)
     st = state(
-        NOW, ONE_HOST, [leaving, other], [first, second], usage={"b/b1": 900.0}, capacity=CAPACITY
+        NOW,
+        THREE_HOSTS,
+        [leaving, other, *busy("b/b1", "h1", "h2")],
+        [first, second],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
     )
     result = one_pass(st, TWO)
     assert preempted(result) == ["other"]
@@ -278,8 +291,8 @@ def test_deeper_tree_compares_researchers_under_one_project():
     victim = past(job("v", "a/p/bob", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [victim],
+        THREE_HOSTS,
+        [victim, *busy("a/p/bob", "h1", "h2")],
         [job("req", "a/p/alice", gpus=8)],
         usage={"a/p/bob": 500.0},
         capacity=CAPACITY,
@@ -322,7 +335,7 @@ def test_requester_that_would_outlast_the_reservation_leaves_a_held_host_alone()
     # 6 h of work ends after the hold starts (NOW + 5 h): not allowed on h0 or h1
     result = one_pass(_held_floor_state(6 * HOUR), THREE)
     assert preempted(result) == []
-    assert "hosts held for a/a1/big" in result.waiting["dbg"]
+    assert "hosts held for workload #big" in result.waiting["dbg"]
 
 
 def test_debug_job_of_an_over_used_program_waits_for_a_branch_within_entitlement():
