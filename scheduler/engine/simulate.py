@@ -628,6 +628,7 @@ class Simulator:
         return self.unalloc_unsignalled > 0 or self._preemptible_allocated(now)
 
     def _pass(self, now: float) -> None:
+        decided = False
         for _ in range(8):
             state = self._state(now)
             result = schedule(state, self.tree, self.params)
@@ -635,6 +636,7 @@ class Simulator:
             self.passes += 1
             standing = None
             again = False
+            decided = decided or any(not isinstance(d, Hold) for d in result.decisions)
             for d in result.decisions:
                 if isinstance(d, Start):
                     self._start(d, now)
@@ -658,6 +660,10 @@ class Simulator:
                     rec.reason = why
             if not again or not (self.pending or self.draining or self._grace_due(now)):
                 break
+        if decided and self.pending_allocated:
+            # a pass's own decisions (requeued work, GPUs claimed or moved between branches)
+            # can let the next pass decide more: the live loop's next tick would see it
+            self._push(self._tick_after(now), _WAKE)
         if self.pending or self.draining:
             nxt = next_event(self._state(now), self.params)
             if nxt is not None and nxt > now:
@@ -677,8 +683,6 @@ class Simulator:
         if self.config.cadence == "ticks":
             self._push(self._tick_after(now), _TICK, num=self.plan)
             return
-        if not self._preemptible_allocated(now):
-            return  # only unallocated or protected work runs: protection expiries are events
         ledger, horizon = self.ledger, math.inf
         usage, slope = {}, {}
         for leaf in self.leaves:
