@@ -61,7 +61,7 @@ def grid(a: argparse.Namespace) -> list[argparse.Namespace]:
 def format_table(rows: list[dict]) -> str:
     head = (f"{'window':>8}{'max_min_rt':>11}{'hyst':>6}{'wait p95':>10}{'debug p95':>10}"
             f"{'debug p99':>10}{'alloc p95':>10}{'occup.':>8}{'preempt':>9}{'requeue':>9}"
-            f"{'lost GPU-h':>11}{'max |dev|':>10}{'grace':>7}{'u.grace':>7}{'wall':>7}")
+            f"{'lost GPU-h':>11}{'max |dev|':>10}{'grace':>7}{'u.grace':>8}{'wall':>7}")
     lines = [head]
     for r in rows:
         dev = "-" if r["max_dev"] is None else f"{r['max_dev']:.1%}"
@@ -71,7 +71,7 @@ def format_table(rows: list[dict]) -> str:
             f"{human(r['debug_p99_s']):>10}"
             f"{human(r['allocated_p95_s']):>10}{r['occupancy']:>8.1%}{r['preemptions']:>9}"
             f"{r['requeues']:>9}{r['lost_gpu_h']:>11.1f}{dev:>10}{human(r['grace_s']):>7}"
-            f"{human(r['unallocated_grace_s']):>7}{r['wall_s']:>6.1f}s"
+            f"{human(r['unallocated_grace_s']):>8}{r['wall_s']:>6.1f}s"
         )
     lines.append("max |dev|: largest |delivered/entitlement - 1| of any leaf budget in any "
                  "full window after the first (a budget without demand is far below 1)")
