@@ -92,13 +92,16 @@ class Rules:
     """Who may displace whom in one pass: rank and over-use from the ratios at the start of
     the pass, the final-share rule from the holdings as the pass moves them."""
 
-    __slots__ = ("standing", "holdings", "threshold", "now", "_verdict", "_cost", "_board")
+    __slots__ = ("standing", "holdings", "threshold", "now", "blocked", "_verdict", "_cost",
+                 "_board")
 
     def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings):
         self.standing = standing
         self.holdings = holdings
         self.threshold = 1.0 + params.hysteresis
         self.now = now
+        # requester id -> the last final-share block that kept a run from being its victim
+        self.blocked: dict[str, FinalShareBlock] = {}
         self._verdict: dict[tuple[str, str], bool] = {}
         self._cost: dict[int, tuple] = {}
         self._board: Board | None = None
@@ -131,7 +134,12 @@ class Rules:
         verdict = self._verdict.get(key)
         if verdict is None:
             verdict = self._verdict[key] = self._outranks(requester.budget, victim.budget)
-        return verdict and self.final_share_block(requester, [run]) is None
+        if not verdict:
+            return False
+        block = self.final_share_block(requester, [run])
+        if block is not None:
+            self.blocked[requester.id] = block
+        return block is None
 
     def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
         """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would

@@ -424,8 +424,12 @@ class _Walk:
             if block is not None:  # each victim alone keeps to the rule, the set does not
                 self.share_blocked[w.id] = block
                 return None
-        if found is None and (g <= size and ends <= until):
-            self.cannot_preempt[w.budget] = (g, ends)
+        if found is None:
+            block = self.rules.blocked.get(w.id)
+            if block is not None:  # a victim there was, but not within the final-share rule
+                self.share_blocked[w.id] = block
+            elif g <= size and ends <= until:
+                self.cannot_preempt[w.budget] = (g, ends)
         return found
 
     def _claim(self, w: Workload, victims: Victims) -> None:

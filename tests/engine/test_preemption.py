@@ -348,3 +348,26 @@ def test_debug_job_of_an_over_used_program_waits_for_a_branch_within_entitlement
     result = one_pass(state(NOW, ONE_HOST, [busy], [dbg], usage=usage, capacity=cap), THREE)
     assert preempted(result) == [] and not started(result)
     assert "no run it may preempt (c/c1 at 150% of entitlement)" in result.waiting["dbg"]
+
+
+def _flooded_by_a1():
+    """Scenario 2 of issue 10 in one pass: a1 (35%) holds all 64 GPUs with 8-GPU runs past
+    their protection and is far over its entitlement; b (65%, idle) asks for 8 x 8 GPUs."""
+    t = tree(a1=35, b=65)
+    runs = [past(job(f"a1-{i}", "a1", gpus=8), f"h{i}", range(8)) for i in range(8)]
+    pending = [job(f"b-{i}", "b", gpus=8, submitted=i) for i in range(8)]
+    cap = 64 * 7 * 86400.0
+    return state(NOW, hosts(8), runs, pending, usage={"a1": cap}, capacity=cap), t
+
+
+def test_one_pass_stops_at_the_final_share_crossing():
+    # b after k transfers holds 8k of 41.6 entitled GPUs, a1 64 - 8k of 22.4: k = 5 gives
+    # 96% against 107%, k = 6 would give 115% against 71%
+    st, t = _flooded_by_a1()
+    assert len(preempted(one_pass(st, t))) == 5
+
+
+def test_the_first_request_beyond_the_crossing_says_why_it_waits():
+    st, t = _flooded_by_a1()
+    why = one_pass(st, t).waiting["b-5"]
+    assert "final-share rule: b would hold 115% of its GPU share, above a1 at 71%" in why
