@@ -12,13 +12,14 @@ Protected runs are never victims of rebalancing. Among the sets that make the re
 on one host (or on whole hosts), the cheapest wins: fewest allocated GPUs lost (unallocated
 first), then fewest GPUs lost, then fewest non-resumable GPUs, then the most over-used.
 
-**Final share** (Kueue's ``LessThanOrEqualToFinalShare``, KAI's reclaim): a rebalancing
-preemption between two sibling branches is allowed only while the requester's branch, after
-the transfer, stays at or below the victim's. Ratios are projected as GPU shares: the GPUs a
-branch holds with allocated work over the GPUs it is entitled to (``fraction x healthy GPUs``),
-which is the ratio its window usage heads to if the holdings stay. The pass moves the holdings
-as it starts and preempts (``Holdings``), so one pass cannot flip a cluster from one branch to
-another: it stops at the crossing.
+**Final share**: a rebalancing preemption between two sibling branches is allowed only while
+the requester's branch, after the transfer, stays at or below the victim's (Kueue's
+``LessThanOrEqualToFinalShare``) or within its own entitlement (KAI's reclaim: a branch may
+always reclaim up to its share from a branch over its entitlement). Ratios are projected as GPU
+shares: the GPUs a branch holds with allocated work over the GPUs it is entitled to
+(``fraction x healthy GPUs``), the ratio its window usage heads to if the holdings stay. The
+pass moves the holdings as it starts and preempts (``Holdings``), so one pass cannot flip a
+cluster from one branch to another: it stops at the crossing.
 
 A host held for a reservation is searched only for a requester that will be out of the way
 before the reservation starts (``ends <= until``): the same rule as backfilling it.
@@ -84,7 +85,7 @@ class FinalShareBlock:
     def reason(self) -> str:
         return (
             f"final-share rule: {self.mine} would hold {percent(self.mine_after)} of its GPU "
-            f"share, above {self.theirs} at {percent(self.theirs_after)}"
+            f"share, above its own share and above {self.theirs} at {percent(self.theirs_after)}"
         )
 
 
@@ -143,8 +144,9 @@ class Rules:
 
     def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
         """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would
-        leave the requester's branch above the victim's (GPU shares after the transfer), or
-        None when the transfer keeps to the final-share rule. Unallocated victims hold no share."""
+        leave the requester's branch above the victim's AND above its own entitlement (GPU
+        shares after the transfer), or None when the transfer keeps to the final-share rule.
+        Unallocated victims hold no share."""
         allocated = [r for r in runs if r.workload.min_runtime > 0]
         if not allocated:
             return None
@@ -158,7 +160,7 @@ class Rules:
         for run in allocated:
             mine, theirs = self.standing.diverge(requester.budget, run.workload.budget)
             a, b = share(mine, change.get(mine, 0)), share(theirs, change.get(theirs, 0))
-            if a > b + 1e-9:
+            if a > max(b, 1.0) + 1e-9:
                 return FinalShareBlock(mine, theirs, a, b)
         return None
 

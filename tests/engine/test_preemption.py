@@ -362,7 +362,7 @@ def _flooded_by_a1():
 
 def test_one_pass_stops_at_the_final_share_crossing():
     # b after k transfers holds 8k of 41.6 entitled GPUs, a1 64 - 8k of 22.4: k = 5 gives
-    # 96% against 107%, k = 6 would give 115% against 71%
+    # 96% against 107%, k = 6 would give 115%, above a1 at 71% and above b's own share
     st, t = _flooded_by_a1()
     assert len(preempted(one_pass(st, t))) == 5
 
@@ -370,4 +370,23 @@ def test_one_pass_stops_at_the_final_share_crossing():
 def test_the_first_request_beyond_the_crossing_says_why_it_waits():
     st, t = _flooded_by_a1()
     why = one_pass(st, t).waiting["b-5"]
-    assert "final-share rule: b would hold 115% of its GPU share, above a1 at 71%" in why
+    assert ("final-share rule: b would hold 115% of its GPU share, above its own share and "
+            "above a1 at 71%") in why
+
+
+def test_a_branch_may_reclaim_up_to_its_share_from_the_last_run_of_an_over_used_one():
+    # b/b1 (50%, at 180% of its window entitlement) holds the whole 8-GPU host with one run;
+    # a/a1 asks for 4: after the transfer a holds 4 of its 4 entitled GPUs (100%), above b
+    # (0%) but within its own share, so it may (KAI's reclaim)
+    paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
+    st = state(NOW, ONE_HOST, [paid], [job("req", "a/a1", gpus=4)],
+               usage={"b/b1": 900.0}, capacity=CAPACITY)
+    assert preempted(one_pass(st, TWO)) == ["paid"]
+
+
+def test_a_branch_may_not_reclaim_beyond_its_share_from_the_last_run_of_another():
+    # the same, asking for all 8 GPUs: a would hold 200% of its share, b 0%
+    paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
+    st = state(NOW, ONE_HOST, [paid], [job("req", "a/a1", gpus=8)],
+               usage={"b/b1": 900.0}, capacity=CAPACITY)
+    assert preempted(one_pass(st, TWO)) == []
