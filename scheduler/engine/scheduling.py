@@ -309,7 +309,9 @@ class _Walk:
             return
         pending = {w.id: w for w in self.state.pending}
         floor = self.floor
-        for claim in sorted(claims, key=lambda c: (c.since, c.workload_id)):
+        # oldest first, and in the previous pass's order among equals: the GPUs free first go to
+        # the claims that set them aside first
+        for claim in sorted(claims, key=lambda c: c.since):
             w = pending.get(claim.workload_id)
             if w is None or w.min_runtime <= 0 or w.id in self.claimed:
                 continue
