@@ -5,6 +5,7 @@ from .fairshare import (
     Standing,
     UsageLedger,
     entitlement,
+    next_crossing,
     percent,
     rank,
     ratio,
@@ -14,6 +15,7 @@ from .fairshare import (
 from .model import (
     ROOT,
     BudgetTree,
+    Claim,
     ClusterState,
     Decision,
     Hold,
@@ -27,23 +29,28 @@ from .model import (
     Run,
     Start,
     Stop,
+    Wait,
     Workload,
     fractions,
+    materially_changed,
 )
 from .placement import Floor, FloorPlan, place
-from .preemption import Rules, Victims, victims_for
-from .scheduling import EngineMemo, next_event, schedule
+from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
+from .scheduling import EngineMemo, clock, next_event, schedule
 
 __all__ = [
     "ROOT",
     "BudgetTree",
+    "Claim",
     "ClusterState",
     "ContractError",
     "Decision",
     "EngineMemo",
+    "FinalShareBlock",
     "Floor",
     "FloorPlan",
     "Hold",
+    "Holdings",
     "Host",
     "HostDrained",
     "HostState",
@@ -58,9 +65,13 @@ __all__ = [
     "Stop",
     "UsageLedger",
     "Victims",
+    "Wait",
     "Workload",
+    "clock",
     "entitlement",
     "fractions",
+    "materially_changed",
+    "next_crossing",
     "next_event",
     "percent",
     "place",

@@ -148,6 +148,48 @@ def rank(
     return sorted(pending, key=order_key(Standing(tree, usage, capacity)))
 
 
+def next_crossing(
+    tree: BudgetTree,
+    usage: dict[str, float],
+    slope: dict[str, float],
+    capacity: float,
+    capacity_slope: float,
+    threshold: float,
+    horizon: float,
+) -> float | None:
+    """Seconds from now until, with every leaf's usage changing at ``slope`` (GPU-seconds per
+    second) and the capacity at ``capacity_slope``, two siblings swap places in the Fair Tree
+    order or a node's ratio crosses ``threshold`` (1 + hysteresis); None if neither happens
+    within ``horizon``.
+
+    Between such moments the window's sliding changes no ranking and no "over its
+    entitlement" verdict, so a pass decides nothing new: a driver that is not ticking (the
+    simulator) need only wake at the next crossing. Both comparisons are linear in time:
+    siblings compare ``usage / fraction`` (the capacity cancels out), a threshold compares
+    ``usage`` with ``threshold x fraction x capacity``.
+    """
+    used, rate = rollup(usage, tree), rollup(slope, tree)
+    soonest = math.inf
+
+    def root(gap: float, closing: float) -> None:
+        nonlocal soonest
+        if closing:
+            t = -gap / closing
+            if 1e-9 < t < soonest:
+                soonest = t
+
+    for parent in [ROOT, *tree.nodes]:
+        kids = [(k, tree.fraction(k)) for k in tree.children(parent) if tree.fraction(k) > 0]
+        for i, (a, fa) in enumerate(kids):
+            for b, fb in kids[i + 1 :]:
+                root(used[a] / fa - used[b] / fb, rate[a] / fa - rate[b] / fb)
+    for node in tree.nodes:
+        f = tree.fraction(node)
+        if f > 0:
+            root(used[node] - threshold * f * capacity, rate[node] - threshold * f * capacity_slope)
+    return soonest if soonest <= horizon and soonest < math.inf else None
+
+
 # ---------------------------------------------------------------------------------------------
 # Window usage from run intervals
 

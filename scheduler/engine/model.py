@@ -61,10 +61,16 @@ class Workload:
     submitted: float  # ORIGINAL submission time: the order inside a leaf, kept on requeue
     user: str = ""
     duration: float | None = None  # expected run time (simulator / fleet); None if unknown
+    name: str = ""  # what people call it ("train-7"); reasons say "workload #42 (train-7)"
 
     @property
     def allocated(self) -> bool:
         return self.min_runtime > 0
+
+    @property
+    def label(self) -> str:
+        """How reasons name a workload: "workload #3008 (train-7)", or "workload #3008"."""
+        return f"workload #{self.id} ({self.name})" if self.name else f"workload #{self.id}"
 
 
 @dataclass(slots=True, eq=False)
@@ -90,8 +96,11 @@ class Run:
         """Unallocated work always is; allocated work once its minimum runtime has passed."""
         return not self.workload.allocated or now >= self.protected_until
 
-    def grace_ends(self, grace: float) -> float | None:
-        return None if self.signalled_at is None else self.signalled_at + grace
+    def grace_ends(self, params: Params) -> float | None:
+        """When a signalled run is stopped: after the grace period its kind of work gets."""
+        if self.signalled_at is None:
+            return None
+        return self.signalled_at + params.grace_for(self.workload)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +211,44 @@ class Params:
     hysteresis: float = 0.1  # a branch is over-used for preemption when ratio > 1 + hysteresis
     grace: float = 300.0
     policy: str = "fairshare"  # "fairshare" | "fifo" | "quota"
+    # Unallocated work promised nothing, so it gets a shorter grace when preempted: the
+    # difference between a debug session starting in a minute and in five (notes/SIMULATION.md,
+    # "Grace for unallocated victims", for the sweep that chose it).
+    unallocated_grace: float = 30.0
+    # The live loop's cadence (TIMESHARE_TICK_SECONDS): while allocated work waits, a pass runs
+    # at least this often, so ratios that cross a threshold as the window slides are acted on.
+    pass_interval: float = 5.0
+
+    def grace_for(self, workload: Workload) -> float:
+        """Grace period of a preempted run of ``workload``: never longer than ``grace``."""
+        if workload.min_runtime <= 0:
+            return min(self.unallocated_grace, self.grace)
+        return self.grace
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """GPUs released by a preemption, set aside for the workload whose request caused it.
+
+    Plain data the driver keeps between passes (``Pass.claims`` in, ``ClusterState.claims``
+    out): the claimant keeps them until it starts or is no longer pending; nobody else starts
+    on them. ``gpus`` is ``((host, number of GPUs), ...)``; ``displaced`` the budgets of the
+    allocated runs preempted for it (empty when only unallocated work made way); ``since`` when
+    the claim was made (kept across passes, so reasons stay the same).
+    """
+
+    workload_id: str
+    gpus: tuple[tuple[str, int], ...]
+    displaced: tuple[str, ...] = ()
+    since: float = 0.0
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(host for host, _ in self.gpus)
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.gpus)
 
 
 @dataclass(slots=True)
@@ -212,6 +259,7 @@ class ClusterState:
     pending: list[Workload]
     usage: dict[str, float] = field(default_factory=dict)  # leaf -> allocated GPU-s in window
     capacity: float = 0.0  # GPU-s healthy hosts could give in the (existing part of the) window
+    claims: list[Claim] = field(default_factory=list)  # the previous pass's ``Pass.claims``
     # optional, driver-owned ``scheduling.EngineMemo`` reused across passes of ONE cluster:
     # lets a pass update its picture of hosts and runs by what changed instead of re-reading
     memo: object | None = None
@@ -260,10 +308,39 @@ class HostDrained:
 Decision = Start | Preempt | Stop | Hold | HostDrained
 
 
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Why a pending workload did not start, as data: ``blocker`` is the kind of obstacle
+    ("held", "claim", "no victim", "final share", "quota", "no preemption", "unallocated"),
+    ``hosts`` the hosts it waits on, ``until`` when they are expected free (None: unknown)."""
+
+    reason: str
+    blocker: str
+    hosts: tuple[str, ...] = ()
+    until: float | None = None
+
+
+def materially_changed(before: Wait | None, after: Wait, now: float) -> bool:
+    """Whether a workload's timeline should get a new waiting event: other hosts, a different
+    blocker, or an expected start moving by more than 10% of the time that was left."""
+    if before is None:
+        return True
+    if before.blocker != after.blocker or before.hosts != after.hosts:
+        return True
+    if (before.until is None) != (after.until is None):
+        return True
+    if before.until is None or after.until is None:
+        return False
+    left = max(before.until - now, 0.0)
+    return abs(after.until - before.until) > 0.1 * left
+
+
 @dataclass(slots=True)
 class Pass:
     decisions: list[Decision] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)
+    waits: dict[str, Wait] = field(default_factory=dict)  # the same reasons, as data
+    claims: list[Claim] = field(default_factory=list)  # to hand to the next pass
     order: list[str] = field(default_factory=list)
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
 

@@ -228,9 +228,10 @@ class Floor:
                 self.releasing[host] = [i for i in self.releasing[host] if i not in gone]
                 self.give(host, indices)
 
-    def claim(self, host: str, gpus: int) -> tuple[int, ...]:
+    def claim(self, host: str, gpus: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Set aside ``gpus`` GPUs of ``host`` (free first, then releasing) for a requester
-        that waits on them, so that nobody else starts on or preempts for them."""
+        that waits on them, so that nobody else starts on or preempts for them. Returns the
+        indices taken: ``(free ones, ones still being released)``."""
         free = self.free[host][:gpus]
         rest = gpus - len(free)
         releasing = sorted(self.releasing[host])[:rest]
@@ -241,7 +242,16 @@ class Floor:
             self.releasing[host] = [i for i in self.releasing[host] if i not in gone]
         self.generation += 1
         self.dirty.add(host)
-        return tuple(sorted(free + releasing))
+        return tuple(free), tuple(releasing)
+
+    def unclaim(self, host: str, free: tuple[int, ...], releasing: tuple[int, ...]) -> None:
+        """Give back what ``claim`` set aside (its claimant started elsewhere)."""
+        if releasing:
+            self.releasing[host] = self.releasing[host] + list(releasing)
+            self.dirty.add(host)
+            self.generation += 1
+        if free:
+            self.give(host, free)
 
     def occupy(self, placement: Placement) -> None:
         for host, indices in placement.slots:

@@ -12,6 +12,15 @@ Protected runs are never victims of rebalancing. Among the sets that make the re
 on one host (or on whole hosts), the cheapest wins: fewest allocated GPUs lost (unallocated
 first), then fewest GPUs lost, then fewest non-resumable GPUs, then the most over-used.
 
+**Final share**: a rebalancing preemption between two sibling branches is allowed only while
+the requester's branch, after the transfer, stays at or below the victim's (Kueue's
+``LessThanOrEqualToFinalShare``) or within its own entitlement (KAI's reclaim: a branch may
+always reclaim up to its share from a branch over its entitlement). Ratios are projected as GPU
+shares: the GPUs a branch holds with allocated work over the GPUs it is entitled to
+(``fraction x healthy GPUs``), the ratio its window usage heads to if the holdings stay. The
+pass moves the holdings as it starts and preempts (``Holdings``), so one pass cannot flip a
+cluster from one branch to another: it stops at the crossing.
+
 A host held for a reservation is searched only for a requester that will be out of the way
 before the reservation starts (``ends <= until``): the same rule as backfilling it.
 """
@@ -24,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fairshare import Standing, percent
-from .model import Params, Run, Workload
+from .model import Params, Run, Workload, ancestors
 from .placement import Floor, choose_hosts
 
 _ZERO = (0, 0, 0, 0.0)
@@ -37,15 +46,63 @@ class Victims:
     cost: tuple
 
 
+class Holdings:
+    """GPUs each budget node holds with allocated work, moved as a pass starts and preempts.
+
+    Runs being released (signalled) are no longer held; GPUs claimed for a waiting workload
+    are held by its budget. ``share(node)`` is held GPUs over entitled GPUs
+    (``fraction x healthy GPUs``): 1 is exactly the node's share of the cluster.
+    """
+
+    __slots__ = ("fraction", "healthy", "held")
+
+    def __init__(self, fraction, healthy_gpus: int):
+        self.fraction = fraction  # BudgetTree.fraction
+        self.healthy = healthy_gpus
+        self.held: dict[str, int] = {}
+
+    def add(self, leaf: str, gpus: int) -> None:
+        held = self.held
+        for node in ancestors(leaf):
+            held[node] = held.get(node, 0) + gpus
+
+    def share(self, node: str, change: int = 0) -> float:
+        entitled = self.fraction(node) * self.healthy
+        if entitled <= 0:
+            return math.inf
+        return (self.held.get(node, 0) + change) / entitled
+
+
+@dataclass(frozen=True, slots=True)
+class FinalShareBlock:
+    """Why a transfer breaks the final-share rule: ``mine`` would end above ``theirs``."""
+
+    mine: str
+    theirs: str
+    mine_after: float
+    theirs_after: float
+
+    def reason(self) -> str:
+        return (
+            f"final-share rule: {self.mine} would hold {percent(self.mine_after)} of its GPU "
+            f"share, above its own share and above {self.theirs} at {percent(self.theirs_after)}"
+        )
+
+
 class Rules:
-    """Who may displace whom in one pass: the ratios are those at the start of the pass."""
+    """Who may displace whom in one pass: rank and over-use from the ratios at the start of
+    the pass, the final-share rule from the holdings as the pass moves them."""
 
-    __slots__ = ("standing", "threshold", "now", "_verdict", "_cost", "_board")
+    __slots__ = ("standing", "holdings", "threshold", "now", "blocked", "_verdict", "_cost",
+                 "_board")
 
-    def __init__(self, standing: Standing, params: Params, now: float):
+    def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings):
         self.standing = standing
+        self.holdings = holdings
         self.threshold = 1.0 + params.hysteresis
         self.now = now
+        # requester id -> the last final-share block that kept a run from being its victim
+        self.blocked: dict[str, FinalShareBlock] = {}
         self._verdict: dict[tuple[str, str], bool] = {}
         self._cost: dict[int, tuple] = {}
         self._board: Board | None = None
@@ -78,7 +135,34 @@ class Rules:
         verdict = self._verdict.get(key)
         if verdict is None:
             verdict = self._verdict[key] = self._outranks(requester.budget, victim.budget)
-        return verdict
+        if not verdict:
+            return False
+        block = self.final_share_block(requester, [run])
+        if block is not None:
+            self.blocked[requester.id] = block
+        return block is None
+
+    def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
+        """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would
+        leave the requester's branch above the victim's AND above its own entitlement (GPU
+        shares after the transfer), or None when the transfer keeps to the final-share rule.
+        Unallocated victims hold no share."""
+        allocated = [r for r in runs if r.workload.min_runtime > 0]
+        if not allocated:
+            return None
+        change: dict[str, int] = {}
+        for node in ancestors(requester.budget):
+            change[node] = change.get(node, 0) + requester.gpus
+        for run in allocated:
+            for node in ancestors(run.workload.budget):
+                change[node] = change.get(node, 0) - run.gpus
+        share = self.holdings.share
+        for run in allocated:
+            mine, theirs = self.standing.diverge(requester.budget, run.workload.budget)
+            a, b = share(mine, change.get(mine, 0)), share(theirs, change.get(theirs, 0))
+            if a > max(b, 1.0) + 1e-9:
+                return FinalShareBlock(mine, theirs, a, b)
+        return None
 
     def _outranks(self, mine: str, theirs: str) -> bool:
         s = self.standing
@@ -99,7 +183,7 @@ class Rules:
         return c
 
     def reason(self, requester: Workload, run: Run) -> str:
-        head = f"preempted to make room for {requester.budget}/{requester.id}"
+        head = f"preempted to make room for {requester.label} of {requester.budget}"
         if run.workload.min_runtime <= 0:
             return f"{head}: unallocated work gives way to allocated work"
         mine, theirs = self.standing.diverge(requester.budget, run.workload.budget)

@@ -12,6 +12,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from .summary import format_summary
+
 CLASS_COLORS = {"all": "#444", "debug": "#1b9e77", "allocated": "#7570b3",
                 "unallocated": "#d95f02"}
 
@@ -94,8 +96,6 @@ def _table(s: dict) -> str:
 
 
 def render(s: dict) -> str:
-    from .simulate import format_summary
-
     figs = [occupancy_figure(s), delivered_figure(s), totals_figure(s), waits_figure(s)]
     parts = []
     for i, fig in enumerate(figs):

@@ -6,9 +6,11 @@
 1. Pending workloads are ranked: allocated work by Fair Tree rank, then unallocated work in
    submission order ("fifo" and "quota" use submission order throughout).
 2. Walking that order, each workload starts if it fits on free GPUs (``placement.place``).
-3. An allocated workload that does not fit may preempt (``preemption.victims_for``). Its
-   victims are signalled and keep their GPUs for the grace period; the requester claims those
-   GPUs and waits, so the next pass sees them on their way and preempts nothing more for it.
+3. An allocated workload that does not fit may preempt (``preemption.victims_for``), within
+   the final-share rule (``preemption.Rules.final_share_block``). Its victims are signalled and
+   keep their GPUs for the grace period (a shorter one for unallocated work); the requester
+   **claims** those GPUs (``model.Claim``, handed to the next pass by the driver) and starts on
+   them when they are free: nobody else starts on claimed GPUs, across passes.
 4. The first workload that can neither start nor preempt holds the hosts that will free
    soonest; after that, held hosts take only work that will be out of the way in time
    (by expected duration, else by protection) or, under fair share, unallocated work that the
@@ -20,24 +22,29 @@
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass
 
 from .fairshare import Standing, order_key, percent, ratio
 from .model import (
     BudgetTree,
+    Claim,
     ClusterState,
     Hold,
     HostDrained,
     HostState,
     Params,
     Pass,
+    Placement,
     Preempt,
     Run,
     Start,
     Stop,
+    Wait,
     Workload,
 )
 from .placement import Floor, FloorPlan, choose_hosts, place
-from .preemption import Rules, Victims, victims_for
+from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 
 RESERVATIONS = 1  # how many blocked workloads may hold hosts in one pass (as Slurm's backfill)
 
@@ -73,9 +80,11 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         order = sorted(state.pending, key=lambda w: (w.submitted, w.id))
     out.order = [w.id for w in order]
     walk = _Walk(state, tree, params, standing, floor, stopped, out)
+    walk.take_claims(state.claims)
     walk.run(order)
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
+    out.waiting = {wid: wait.reason for wid, wait in out.waits.items()}
     return out
 
 
@@ -89,7 +98,7 @@ def next_event(state: ClusterState, params: Params) -> float | None:
     soonest = math.inf
     for run in state.running:
         if run.signalled_at is not None:
-            t = run.signalled_at + params.grace
+            t = run.grace_ends(params)
         elif run.workload.min_runtime > 0 and (
             waiting_allocated or any(h in draining for h in run.placement.hosts)
         ):
@@ -115,15 +124,16 @@ def _end_grace(
     healthy = floor.size
     # in a stable order (the plan keeps runs in sets)
     for run in sorted(plan.signalled, key=lambda r: (r.signalled_at, r.workload.id, r.number)):
-        if state.now < run.signalled_at + params.grace:
+        if state.now < run.grace_ends(params):
             continue
         drained = any(h not in healthy for h in run.placement.hosts)
         then = "requeued" if run.workload.resumable else "not resumable: ends as PREEMPTED"
+        grace = _span(params.grace_for(run.workload))
         out.decisions.append(
             Stop(
                 run,
                 requeue=run.workload.resumable,
-                reason=f"grace period of {_span(params.grace)} over: stopped, {then}",
+                reason=f"grace period of {grace} over: stopped, {then}",
                 end_reason="drained" if drained else "preempted",
             )
         )
@@ -163,6 +173,21 @@ def _drain(
 # Steps 2-5: the walk
 
 
+@dataclass(slots=True)
+class _Claimed:
+    """A claim honoured in this pass: the GPU indices it set aside on each host."""
+
+    claim: Claim
+    taken: list[tuple[str, tuple[int, ...], tuple[int, ...]]]  # (host, free, releasing)
+
+    @property
+    def ready(self) -> bool:
+        return not any(releasing for _, _, releasing in self.taken)
+
+    def placement(self) -> Placement:
+        return Placement(tuple(sorted((host, tuple(sorted(free))) for host, free, _ in self.taken)))
+
+
 class _Walk:
     def __init__(
         self,
@@ -192,7 +217,12 @@ class _Walk:
         self._free_seen = (-1, 0)
         self._room_seen = (-1, 0)
         self._labels: dict[str, str] = {}
-        self._whys: dict[tuple, str] = {}  # _why depends only on these: built once per key
+        self._whys: dict[tuple, Wait] = {}  # _why depends only on these: built once per key
+        self.claimed: dict[str, _Claimed] = {}
+        # GPUs moved by this pass (leaf, GPUs), replayed into Holdings when rules are needed
+        self._moves: list[tuple[str, int]] = []
+        self._holdings: Holdings | None = None
+        self.share_blocked: dict[str, FinalShareBlock] = {}
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
             self.quota = {leaf: tree.fraction(leaf) * total for leaf in tree.nodes}
@@ -213,8 +243,29 @@ class _Walk:
     @property
     def rules(self) -> Rules:
         if self._rules is None:
-            self._rules = Rules(self.standing, self.params, self.now)
+            self._rules = Rules(self.standing, self.params, self.now, self._held())
         return self._rules
+
+    def _held(self) -> Holdings:
+        """What each branch holds now: unsignalled allocated runs (a run preempted in this
+        pass is signalled by then), claims, and every GPU this pass moved so far."""
+        healthy = sum(h.gpus for h in self.state.hosts if h.state in _HEALTHY)
+        holdings = Holdings(self.tree.fraction, healthy)
+        # drained runs leave before the walk; the walk's own preemptions are among the moves
+        drained = {id(d.run) for d in self.out.of(Preempt) if d.for_workload_id is None}
+        for run in self.state.running:
+            if run.workload.min_runtime > 0 and run.signalled_at is None and id(run) not in drained:
+                holdings.add(run.workload.budget, run.gpus)
+        for leaf, gpus in self._moves:
+            holdings.add(leaf, gpus)
+        self._holdings = holdings
+        return holdings
+
+    def _move(self, leaf: str, gpus: int) -> None:
+        if self._holdings is None:
+            self._moves.append((leaf, gpus))
+        else:
+            self._holdings.add(leaf, gpus)
 
     def run(self, order: list[Workload]) -> None:
         for w in order:
@@ -223,9 +274,18 @@ class _Walk:
     def consider(self, w: Workload) -> None:
         if self.policy == "quota" and w.min_runtime > 0 and not self._within_quota(w):
             return
+        claimed = self.claimed.get(w.id)
+        if claimed is not None and claimed.ready:
+            self._start(w, claimed.placement(), counted=True, note="; on the GPUs it claimed")
+            return
         placement = self._fit(w)
         if placement is not None:
-            self._start(w, placement)
+            if claimed is not None:  # it fits elsewhere now: its claim is free for others
+                self._give_back(claimed)
+            self._start(w, placement, counted=claimed is not None)
+            return
+        if claimed is not None:
+            self._wait_on_claim(w, claimed)
             return
         if self.policy == "fairshare" and w.min_runtime > 0:
             victims = self._victims(w)
@@ -235,7 +295,60 @@ class _Walk:
         if self.holds_left > 0 and w.gpus < self.nohold:
             self._hold(w)
             return
-        self.out.waiting[w.id] = self._why(w)
+        self._wait(w, self._why(w))
+
+    def _wait(self, w: Workload, wait: Wait) -> None:
+        self.out.waits[w.id] = wait
+
+    # -- claims carried from the previous pass ------------------------------------------------
+
+    def take_claims(self, claims: list[Claim]) -> None:
+        """Set aside the GPUs of every claim whose claimant still waits for allocated time. A
+        claim ends when its workload is no longer pending, or when its hosts left service."""
+        if not claims:
+            return
+        pending = {w.id: w for w in self.state.pending}
+        floor = self.floor
+        # oldest first, and in the previous pass's order among equals: the GPUs free first go to
+        # the claims that set them aside first
+        for claim in sorted(claims, key=lambda c: c.since):
+            w = pending.get(claim.workload_id)
+            if w is None or w.min_runtime <= 0 or w.id in self.claimed:
+                continue
+            if not all(
+                h in floor.size and len(floor.free[h]) + len(floor.releasing[h]) >= n
+                for h, n in claim.gpus
+            ):
+                continue
+            taken = [(h, *floor.claim(h, n)) for h, n in claim.gpus]
+            self.claimed[w.id] = _Claimed(claim, taken)
+            self._move(w.budget, claim.total)
+
+    def _give_back(self, claimed: _Claimed) -> None:
+        for host, free, releasing in claimed.taken:
+            self.floor.unclaim(host, free, releasing)
+
+    def _wait_on_claim(self, w: Workload, claimed: _Claimed) -> None:
+        claim = claimed.claim
+        self.out.claims.append(claim)
+        hosts = claim.hosts
+        until = self._released_by(hosts)
+        why = (
+            f"waiting for {claim.total} GPUs on {' '.join(hosts)} claimed for it since "
+            f"{clock(claim.since)}: preempted runs release them by {clock(until)}"
+        )
+        self._wait(w, Wait(why, "claim", hosts, until))
+
+    def _released_by(self, hosts: tuple[str, ...]) -> float:
+        """When the runs being released on ``hosts`` are stopped at the latest."""
+        ends = [
+            run.grace_ends(self.params)
+            for run in self.state.running
+            if run.signalled_at is not None and any(h in hosts for h in run.placement.hosts)
+        ]
+        ends += [self.now + self.params.grace_for(d.run.workload) for d in self.out.of(Preempt)
+                 if any(h in hosts for h in d.run.placement.hosts)]
+        return max(ends, default=self.now)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -269,20 +382,24 @@ class _Walk:
             self._room_seen = (floor.generation, floor.free_on(floor.held))
         return self._room_seen[1]
 
-    def _start(self, w: Workload, placement) -> None:
+    def _start(self, w: Workload, placement: Placement, counted: bool = False,
+               note: str = "") -> None:
+        """Start ``w``; ``counted``: its GPUs are already in the holdings (it had a claim)."""
         self.floor.occupy(placement)
         hosts = " ".join(placement.hosts)
         backfill = any(h in self.floor.held for h in placement.hosts)
         if w.min_runtime <= 0:
             why = f"started on {hosts}: unallocated, uses idle GPUs until allocated work needs them"
         elif self.policy == "fairshare":
-            why = f"started on {hosts}: {self._label(w.budget)} of entitlement"
+            why = f"started on {hosts}: {self._label(w.budget)} of entitlement{note}"
         else:
             why = f"started on {hosts} ({self.policy})"
         if backfill:
             why += f"; backfilled, out of the way before the reservation for {self.holders[0]}"
         if self.policy == "quota" and w.min_runtime > 0:
             self.in_use[w.budget] = self.in_use.get(w.budget, 0) + w.gpus
+        if w.min_runtime > 0 and not counted:
+            self._move(w.budget, w.gpus)
         self.out.decisions.append(Start(w, placement, why))
 
     def _within_quota(self, w: Workload) -> bool:
@@ -290,9 +407,8 @@ class _Walk:
         quota = self.quota.get(w.budget, 0.0)
         if used + w.gpus <= quota + 1e-9:
             return True
-        self.out.waiting[w.id] = (
-            f"{w.budget} at its quota: {used} of {quota:g} GPUs in use, needs {w.gpus} more"
-        )
+        why = f"{w.budget} at its quota: {used} of {quota:g} GPUs in use, needs {w.gpus} more"
+        self._wait(w, Wait(why, "quota"))
         return False
 
     # -- preempt -------------------------------------------------------------------------------
@@ -305,48 +421,73 @@ class _Walk:
         if g >= size and ends >= until:
             return None  # a smaller, shorter request of the same budget found nothing
         found = victims_for(w, self.floor, self.rules, ends)
-        if found is None and (g <= size and ends <= until):
-            self.cannot_preempt[w.budget] = (g, ends)
+        if found is not None:
+            block = self.rules.final_share_block(w, found.runs)
+            if block is not None:  # each victim alone keeps to the rule, the set does not
+                self.share_blocked[w.id] = block
+                return None
+        if found is None:
+            block = self.rules.blocked.get(w.id)
+            if block is not None:  # a victim there was, but not within the final-share rule
+                self.share_blocked[w.id] = block
+            elif g <= size and ends <= until:
+                self.cannot_preempt[w.budget] = (g, ends)
         return found
 
     def _claim(self, w: Workload, victims: Victims) -> None:
         floor = self.floor
+        before = sum(len(floor.free[h]) + len(floor.releasing[h]) for h in victims.hosts)
         for run in victims.runs:
             self.out.decisions.append(Preempt(run, self.rules.reason(w, run), w.id))
             floor.release(run)
-        left = w.gpus
+            if run.workload.min_runtime > 0:
+                self._move(run.workload.budget, -run.gpus)
+        left, gpus, taken = w.gpus, [], []
         for host in victims.hosts:
             n = min(left, floor.size[host])
-            floor.claim(host, n)
+            taken.append((host, *floor.claim(host, n)))
+            gpus.append((host, n))
             left -= n
+        displaced = sorted({r.workload.budget for r in victims.runs if r.workload.min_runtime > 0})
+        claim = Claim(w.id, tuple(gpus), tuple(displaced), self.now)
+        self.claimed[w.id] = _Claimed(claim, taken)
+        self._move(w.budget, w.gpus)
+        self.out.claims.append(claim)
         where = " ".join(victims.hosts)
         if victims.runs:
-            self.out.waiting[w.id] = (
+            why = (
                 f"preempting {len(victims.runs)} run(s) on {where} to make room "
                 f"({self._label(w.budget)} of entitlement)"
             )
+            surplus = before + sum(r.gpus for r in victims.runs) - w.gpus
+            if surplus > 0:
+                whole = "whole-host placement" if w.gpus > floor.largest else "runs end whole"
+                why += f"; {whole}: frees {surplus} GPU(s) more than it needs"
         else:
-            self.out.waiting[w.id] = f"waiting for GPUs on {where} being released by preempted runs"
+            why = f"waiting for GPUs on {where} being released by preempted runs"
+        self._wait(w, Wait(why, "claim", tuple(victims.hosts), self._released_by(victims.hosts)))
 
     # -- reserve -------------------------------------------------------------------------------
 
-    def _free_at(self, run: Run, holder: Workload) -> float:
-        """When ``run`` is expected to be out of the way of ``holder``."""
+    def _free_at(self, run: Run, holder: Workload) -> tuple[float, bool]:
+        """When ``run`` is expected to be out of the way of ``holder``, and whether that is
+        known (an expected duration, or work the holder may preempt) or only its protection."""
         if run.workload.min_runtime <= 0 and holder.min_runtime > 0 and self.policy == "fairshare":
-            return self.now
+            return self.now, True
         d = run.workload.duration
         if d is not None:
-            return max(self.now, run.started + d)
-        return max(self.now, run.protected_until)
+            return max(self.now, run.started + d), True
+        return max(self.now, run.protected_until), False
 
     def _hold(self, w: Workload) -> None:
         floor, g = self.floor, w.gpus
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[tuple[float, bool]]] = {}
         grace_end = self.now + self.params.grace  # at the latest; signalled runs leave by then
         for host, size in floor.size.items():
             if host in floor.held or size < min(g, floor.largest):
                 continue
-            t = [self.now] * len(floor.free[host]) + [grace_end] * len(floor.releasing[host])
+            t = [(self.now, True)] * len(floor.free[host])
+            t += [(grace_end, True)] * len(floor.releasing[host])
             for run, idx in floor.runs[host]:
                 t.extend([self._free_at(run, w)] * len(idx))
             t.sort()
@@ -355,30 +496,39 @@ class _Walk:
             ready = {h: t[g - 1] for h, t in times.items() if len(t) >= g}
             if not ready:
                 self.nohold = g
-                self.out.waiting[w.id] = self._why(w)
+                self._wait(w, self._why(w))
                 return
             host = min(ready, key=lambda h: (ready[h], h))
-            hosts, until = [host], ready[host]
+            hosts, (until, known) = [host], ready[host]
         else:
-            ready = {h: t[-1] if t else self.now for h, t in times.items()}
-            cost = {h: (v,) for h, v in ready.items()}
-            chosen = choose_hosts(g, ready, floor.size, floor.group, cost)
+            ready = {h: t[-1] if t else (self.now, True) for h, t in times.items()}
+            cost = {h: (v[0],) for h, v in ready.items()}
+            chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,
+                                  floor.group, cost)
             if chosen is None:
                 self.nohold = g
-                self.out.waiting[w.id] = self._why(w)
+                self._wait(w, self._why(w))
                 return
-            hosts, until = sorted(chosen), max(ready[h] for h in chosen)
+            hosts = sorted(chosen)
+            until, known = max(ready[h] for h in chosen)
+            known = all(ready[h][1] for h in chosen if ready[h][0] == until)
         blocked = self._why(w)  # before the hold, so it counts the held hosts' free GPUs
         for h in hosts:
             floor.hold(h, until)
         self.holds_left -= 1
-        self.holders.append(f"{w.budget}/{w.id}")
+        self.holders.append(w.label)
+        if known:
+            when = f"expected free at {clock(until)}"
+        elif until > self.now:
+            when = f"expected free: unknown, no expected duration; protected until {clock(until)}"
+        else:
+            when = "expected free: unknown, no expected duration; past its minimum runtime"
         why = (
-            f"{blocked}; holding {' '.join(hosts)} (expected free in "
-            f"{_span(until - self.now)}): only work that ends in time may backfill them"
+            f"{blocked.reason}; holding {' '.join(hosts)} ({when}): only work that ends in "
+            "time may backfill them"
         )
         self.out.decisions.append(Hold(w, why, tuple(hosts), until))
-        self.out.waiting[w.id] = why
+        self._wait(w, Wait(why, "held", tuple(hosts), until if known else None))
 
     # -- explain ---------------------------------------------------------------------------------
 
@@ -396,31 +546,45 @@ class _Walk:
             label = self._labels[budget] = f"{budget} at {percent(r)}"
         return label
 
-    def _why(self, w: Workload) -> str:
+    def _why(self, w: Workload) -> Wait:
+        block = self.share_blocked.get(w.id)
+        if block is not None:
+            shape = self._shape(w)
+            why = f"{shape}, {self._open_free()} free; {block.reason()}"
+            return Wait(why, "final share", (), None)
         # the reason depends only on the size, allocated or not, the budget (its label), the
         # free GPUs and whether hosts are held (holders[0] never changes once set)
         free = self._open_free()
         key = (w.gpus, w.min_runtime <= 0, w.budget, free, bool(self.holders))
-        why = self._whys.get(key)
-        if why is None:
-            why = self._whys[key] = self._format_why(w, free)
-        return why
+        wait = self._whys.get(key)
+        if wait is None:
+            wait = self._whys[key] = self._format_why(w, free)
+        return wait
 
-    def _format_why(self, w: Workload, free: int) -> str:
+    def _shape(self, w: Workload) -> str:
         g = w.gpus
-        shape = f"needs {g} GPUs" if g <= self.floor.largest else f"needs {g} GPUs on whole hosts"
+        return f"needs {g} GPUs" if g <= self.floor.largest else f"needs {g} GPUs on whole hosts"
+
+    def _format_why(self, w: Workload, free: int) -> Wait:
+        shape = self._shape(w)
         if w.min_runtime <= 0:
-            why = f"unallocated: {shape}, {free} idle"
+            why, blocker = f"unallocated: {shape}, {free} idle", "unallocated"
         elif self.policy == "fairshare":
             why = (
                 f"{shape}, {free} free; no run it may preempt "
                 f"({self._label(w.budget)} of entitlement)"
             )
+            blocker = "no victim"
         else:
-            why = f"{shape}, {free} free ({self.policy}: no preemption)"
+            why, blocker = f"{shape}, {free} free ({self.policy}: no preemption)", "no preemption"
+        hosts: tuple[str, ...] = ()
         if self.holders:
             why += f"; hosts held for {self.holders[0]}"
-        return why
+            hosts = tuple(sorted(self.floor.held))
+        return Wait(why, blocker, hosts, None)
+
+
+_HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 
 def _span(seconds: float) -> str:
@@ -430,3 +594,15 @@ def _span(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+_EPOCH_2001 = 1e9  # times below this are a simulation's seconds from its start
+
+
+def clock(t: float) -> str:
+    """A moment as people read it on a timeline: "14:05 UTC" for live (epoch) times, "day 3
+    14:05" for a simulation's seconds from its start."""
+    if t < _EPOCH_2001:
+        day, rest = divmod(int(t), 86400)
+        return f"day {day} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))

@@ -41,8 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from .contract import ContractError, validate
+from .fairshare import Standing, next_crossing
 from .model import (
     BudgetTree,
+    Claim,
     ClusterState,
     Hold,
     Host,
@@ -55,7 +57,10 @@ from .model import (
     Stop,
     Workload,
 )
+from .report import write_report
 from .scheduling import EngineMemo, next_event, schedule
+from .summary import format_summary
+from .sweep import run_sweep
 from .traces import (
     TRACES_DIR,
     ClusterSpec,
@@ -82,8 +87,10 @@ RUNS_COLUMNS = (
 )
 HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
-# event kinds, in processing order at equal times
-_COMPLETE, _FAIL, _REPAIR, _WAKE = 0, 1, 2, 3
+# event kinds, in processing order at equal times; _TICK (a pass at the live loop's cadence)
+# and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to
+_COMPLETE, _FAIL, _REPAIR, _WAKE, _TICK, _SEGMENT = 0, 1, 2, 3, 4, 5
+CADENCES = ("crossings", "ticks")
 
 
 # --------------------------------------------------------------------------------- the ledger
@@ -148,6 +155,24 @@ class Ledger:
         if i < 0:
             return 0.0
         return self.bc[key][i] + self.br[key][i] * (t - bt[i])
+
+    def slope(self, key: str, now: float) -> tuple[float, float]:
+        """How fast ``window_value(key, now)`` changes (GPUs charged now minus GPUs charged at
+        the window's trailing edge) and for how many seconds that holds without new charges.
+        Call after ``window_value(key, now)`` (it moves the trailing-edge pointer). With a
+        half-life the decay makes it a tangent: good for ``half_life / 64``."""
+        bt = self.bt.get(key)
+        if not bt:
+            return 0.0, math.inf
+        head = self.br[key][-1]
+        if self.k:
+            return head - self.k * self._decayed(key, now), math.log(2.0) / self.k / 64
+        x = now - self.window
+        if x < bt[0]:
+            return head, bt[0] - x
+        i = self.lo[key]
+        later = bt[i + 1] - x if i + 1 < len(bt) else math.inf
+        return head - self.br[key][i], later
 
     def window_value(self, key: str, now: float) -> float:
         """Usage in ``[now - window, now]`` (or decayed), ``now`` non-decreasing across calls."""
@@ -241,6 +266,11 @@ class SimConfig:
     escalation_time: float = 86400.0
     checkpoint_interval: float = 3600.0
     until: float | None = None  # stop the clock here (runs still running / queued at the end)
+    # When passes run besides events. "ticks": every params.pass_interval while allocated work
+    # waits, as the live loop does. "crossings": only at the first tick after a ranking or an
+    # over-entitlement verdict changes as the window slides (fairshare.next_crossing) while some
+    # allocated run could be a victim; the same decisions, far fewer passes.
+    cadence: str = "crossings"
 
 
 # --------------------------------------------------------------------------------- simulator
@@ -264,6 +294,8 @@ class Simulator:
         self.host_index = {h.name: i for i, h in enumerate(self.hosts)}
         # the engine's picture of hosts and runs, carried from one pass to the next
         self.memo = EngineMemo()
+        self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
+        self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
         self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
         self.jobs: dict[str, JobRecord] = {}
         self.run_records: list[RunRecord] = []
@@ -446,8 +478,9 @@ class Simulator:
         rr.signalled_at = now
         rr.preempt_reason = d.reason
         rr.for_workload_id = d.for_workload_id
-        heapq.heappush(self.grace_heap, (now + self.params.grace, wid, run.number))
-        self._push(now + self.params.grace, _WAKE)
+        grace = self.params.grace_for(run.workload)
+        heapq.heappush(self.grace_heap, (now + grace, wid, run.number))
+        self._push(now + grace, _WAKE)
         drain = any(self.host_by_name[h].state != HostState.AVAILABLE
                     for h in run.placement.hosts)
         req = self.jobs.get(d.for_workload_id) if d.for_workload_id else None
@@ -558,7 +591,8 @@ class Simulator:
         usage = {leaf: ledger.window_value(leaf, now) for leaf in self.leaves}
         capacity = ledger.window_value("\0capacity", now)
         return ClusterState(now, self.hosts, list(self.running.values()),
-                            list(self.pending.values()), usage, capacity, memo=self.memo)
+                            list(self.pending.values()), usage, capacity, self.claims,
+                            memo=self.memo)
 
     def _grace_due(self, now: float) -> bool:
         gh = self.grace_heap
@@ -594,22 +628,23 @@ class Simulator:
         return self.unalloc_unsignalled > 0 or self._preemptible_allocated(now)
 
     def _pass(self, now: float) -> None:
+        decided = False
         for _ in range(8):
             state = self._state(now)
             result = schedule(state, self.tree, self.params)
+            self.claims = result.claims
             self.passes += 1
             standing = None
             again = False
+            decided = decided or any(not isinstance(d, Hold) for d in result.decisions)
             for d in result.decisions:
                 if isinstance(d, Start):
                     self._start(d, now)
                 elif isinstance(d, Preempt):
                     if standing is None and d.for_workload_id is not None:
-                        from .fairshare import Standing
-
                         standing = Standing(self.tree, state.usage, state.capacity)
                     self._preempt(d, now, standing, state)
-                    again = again or self.params.grace <= 0
+                    again = again or self.params.grace_for(d.run.workload) <= 0
                 elif isinstance(d, Stop):
                     self._stop(d, now)  # the same pass already reused its GPUs
                 elif isinstance(d, HostDrained):
@@ -625,10 +660,44 @@ class Simulator:
                     rec.reason = why
             if not again or not (self.pending or self.draining or self._grace_due(now)):
                 break
+        if decided and self.pending_allocated:
+            # a pass's own decisions (requeued work, GPUs claimed or moved between branches)
+            # can let the next pass decide more: the live loop's next tick would see it
+            self._push(self._tick_after(now), _WAKE)
         if self.pending or self.draining:
             nxt = next_event(self._state(now), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
+
+    def _tick_after(self, t: float) -> float:
+        """The live loop's first tick strictly after ``t`` (ticks at multiples of the cadence)."""
+        interval = self.params.pass_interval
+        return (math.floor(t / interval + 1e-9) + 1) * interval
+
+    def _plan_ticks(self, now: float) -> None:
+        """Plan the next pass that only time brings (the live loop ticks while allocated work
+        waits; the window slides and ratios cross thresholds). A new plan voids the old one."""
+        self.plan += 1
+        if self.params.policy != "fairshare" or not self.pending_allocated:
+            return
+        if self.config.cadence == "ticks":
+            self._push(self._tick_after(now), _TICK, num=self.plan)
+            return
+        ledger, horizon = self.ledger, math.inf
+        usage, slope = {}, {}
+        for leaf in self.leaves:
+            usage[leaf] = ledger.window_value(leaf, now)
+            slope[leaf], lasts = ledger.slope(leaf, now)
+            horizon = min(horizon, lasts)
+        capacity = ledger.window_value("\0capacity", now)
+        capacity_slope, lasts = ledger.slope("\0capacity", now)
+        horizon = min(horizon, lasts)
+        threshold = 1.0 + self.params.hysteresis
+        dt = next_crossing(self.tree, usage, slope, capacity, capacity_slope, threshold, horizon)
+        if dt is not None:
+            self._push(self._tick_after(now + dt), _TICK, num=self.plan)
+        elif horizon < math.inf:
+            self._push(now + horizon, _SEGMENT, num=self.plan)
 
     # ---------------------------------------------------------------- main loop
     def run(self, progress: Callable[[float], None] | None = None,
@@ -676,8 +745,10 @@ class Simulator:
                 elif kind == _REPAIR:
                     self._repair_done(key, t)
                     changed = True
-                else:
+                elif kind == _WAKE or (kind == _TICK and num == self.plan):
                     changed = True
+                elif kind == _SEGMENT and num == self.plan:
+                    self._plan_ticks(t)
             while i < n and jobs[i].submit_time <= t:
                 self._submit(jobs[i], t)
                 i += 1
@@ -687,6 +758,7 @@ class Simulator:
                     self._pass(t)
                 else:
                     self.skipped += 1
+                self._plan_ticks(t)
             series.append((t, self.alloc_busy, self.unalloc_busy, self.healthy_gpus))
             if progress is not None:
                 done = min(1.0, t / until) if until else (i / n if n else 0.0)
@@ -783,8 +855,6 @@ class SimResult:
         with open(paths["summary"], "w", encoding="utf-8") as fh:
             json.dump(self.summary, fh, indent=1, default=_json_default)
         if html:
-            from .report import write_report
-
             paths["report"] = out / "report.html"
             write_report(self.summary, paths["report"])
         return paths
@@ -902,7 +972,9 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
         "cluster": sim.cluster.describe(),
         "params": {"policy": p.policy, "window_s": p.window, "half_life_s": p.half_life,
                    "max_min_runtime_s": p.max_min_runtime, "hysteresis": p.hysteresis,
-                   "grace_s": p.grace, "seed": sim.config.seed,
+                   "grace_s": p.grace, "unallocated_grace_s": p.unallocated_grace,
+                   "pass_interval_s": p.pass_interval, "cadence": sim.config.cadence,
+                   "seed": sim.config.seed,
                    "failure_rate_per_host_day": sim.config.failure_rate,
                    "repair_time_s": sim.config.repair_time, "until_s": sim.config.until},
         "end_s": end,
@@ -967,81 +1039,6 @@ def _reason_kind(reason: str) -> str:
     head = re.sub(r"\bon [^:(]+", "on <hosts>", head)
     head = re.sub(r"holding [^(]+", "holding <hosts> ", head)
     return _NUM.sub("N", head)[:90]
-
-
-# ------------------------------------------------------------------------- summary printing
-
-
-def _h(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 120:
-        return f"{s:.0f}s"
-    if s < 7200:
-        return f"{s / 60:.1f}m"
-    if s < 172800:
-        return f"{s / 3600:.1f}h"
-    return f"{s / 86400:.1f}d"
-
-
-def format_summary(s: dict) -> str:
-    out = []
-    if s.get("trace"):
-        out.append(s["trace"])
-    out.append(s["cluster"])
-    p = s["params"]
-    out.append(
-        f"policy {p['policy']}, window {_h(p['window_s'])}"
-        + (f", half-life {_h(p['half_life_s'])}" if p["half_life_s"] else "")
-        + f", max min_runtime {_h(p['max_min_runtime_s'])}, hysteresis {p['hysteresis']:g}, "
-        f"grace {_h(p['grace_s'])}, seed {p['seed']}"
-    )
-    out.append(
-        f"simulated {_h(s['end_s'])} in {s['wall_s']:.2f}s wall, {s['passes']} passes "
-        f"({s['skipped_passes']} skipped); {s['jobs']} workloads: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(s["states"].items()))
-    )
-    out.append("")
-    out.append(f"{'queue wait':<28}{'n':>8}{'p50':>9}{'p95':>9}{'p99':>9}")
-    rows = [("all", s["waits"]["all"]), ("debug (<=2 GPUs, <=15m)", s["waits"]["debug"]),
-            ("allocated (other)", s["waits"]["allocated"]),
-            ("unallocated", s["waits"]["unallocated"])]
-    rows += [(f"  {b}", v) for b, v in s["waits_by_budget"].items()]
-    for name, v in rows:
-        out.append(f"{name[:27]:<28}{v['n']:>8}{_h(v['p50']):>9}{_h(v['p95']):>9}"
-                   f"{_h(v['p99']):>9}")
-    pre = s["preemptions"]
-    out.append("")
-    out.append(
-        f"preemptions {pre['total']} (rebalancing {pre['rebalancing']}: "
-        f"{pre['of_unallocated']} unallocated, {pre['of_allocated']} allocated; "
-        f"drain {pre['drain']}), requeues {s['requeues']}, holds {s['holds']}, "
-        f"GPU-hours lost to preemption {s['gpu_hours_lost']['preemption']:.1f}, "
-        f"to host failures {s['gpu_hours_lost']['host_failure']:.1f}"
-    )
-    o = s["occupancy"]
-    out.append(
-        f"occupancy of healthy GPU-time: allocated {o['allocated']:.1%}, unallocated "
-        f"{o['unallocated']:.1%}, idle {o['idle']:.1%}; availability {o['availability']:.1%}"
-    )
-    hs = s["hosts"]
-    if hs["repairs"] or hs["failures"]:
-        out.append(f"host failures {hs['failures']}, repairs {hs['repairs']}, escalated to a "
-                   f"human {hs['escalated']} ({hs['escalated_share']:.1%})")
-    out.append("")
-    out.append(f"{'budget':<24}{'share':>7}{'delivered':>12}{'entitled':>12}{'ratio':>7}"
-               f"{'min/win':>9}{'max/win':>9}   (GPU-h; per-window ratios after the first)")
-    for node, b in s["budgets"].items():
-        d, e = b["delivered_total_gpu_s"] / 3600, b["entitlement_total_gpu_s"] / 3600
-        r = b["ratio_after_first_window"]
-        lo = "-" if r["min"] is None else f"{r['min']:.2f}"
-        hi = "-" if r["max"] is None else f"{r['max']:.2f}"
-        ratio = f"{d / e:.2f}" if e else "-"
-        out.append(f"{node[:23]:<24}{b['fraction']:>7.1%}{d:>12.1f}{e:>12.1f}{ratio:>7}"
-                   f"{lo:>9}{hi:>9}")
-    for n in s["notes"]:
-        out.append("note: " + n)
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------------- entry points
@@ -1140,6 +1137,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a branch is over-used for preemption when its ratio > 1 + this")
     g.add_argument("--grace", type=duration, default=300.0,
                    help="grace period between the preemption signal and the stop (charged)")
+    g.add_argument("--unallocated-grace", type=duration, default=Params().unallocated_grace,
+                   help="shorter grace for preempted unallocated work (never above --grace)")
+    g.add_argument("--pass-interval", type=duration, default=Params().pass_interval,
+                   help="the live loop's cadence: while allocated work waits a pass runs at "
+                   "least this often (TIMESHARE_TICK_SECONDS)")
+    g.add_argument("--cadence", choices=CADENCES, default="crossings",
+                   help="ticks: a pass every --pass-interval while allocated work waits, as the "
+                   "live loop; crossings: only at the first tick after a ratio crossing (same "
+                   "decisions, fewer passes)")
     g = ap.add_argument_group("fleet")
     g.add_argument("--failure-rate", type=float, default=0.0,
                    help="host failures per host per day (seeded Poisson)")
@@ -1165,10 +1171,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("sweeps (grid, one process per point, one comparison table)")
     g.add_argument("--sweep", action="store_true",
                    help="sweep the grid given by --sweep-window/--sweep-max-min-runtime/"
-                   "--sweep-hysteresis (each defaults to the single value above)")
+                   "--sweep-hysteresis/--sweep-unallocated-grace (each defaults to the single "
+                   "value above)")
     g.add_argument("--sweep-window", type=durations, default=None, help="e.g. 1d,7d,14d")
     g.add_argument("--sweep-max-min-runtime", type=durations, default=None, help="e.g. 2h,8h,24h")
     g.add_argument("--sweep-hysteresis", type=floats, default=None, help="e.g. 0,0.1,0.25")
+    g.add_argument("--sweep-unallocated-grace", type=durations, default=None,
+                   help="e.g. 0,30s,1m,5m")
     g.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="parallel processes for --sweep")
     return ap
@@ -1183,12 +1192,15 @@ def config_from_args(a: argparse.Namespace) -> tuple[SimConfig, ConversionRule]:
             raise TraceError(f"--{name.replace('_', '-')} must be between 0 and 1")
     if a.window <= 0 or (a.half_life is not None and a.half_life <= 0):
         raise TraceError("--window and --half-life must be > 0")
+    if a.pass_interval <= 0:
+        raise TraceError("--pass-interval must be > 0")
     params = Params(window=a.window, half_life=a.half_life, max_min_runtime=a.max_min_runtime,
-                    hysteresis=a.hysteresis, grace=a.grace, policy=a.policy)
+                    hysteresis=a.hysteresis, grace=a.grace, policy=a.policy,
+                    unallocated_grace=a.unallocated_grace, pass_interval=a.pass_interval)
     cfg = SimConfig(params=params, seed=a.seed, failure_rate=a.failure_rate,
                     repair_time=a.repair_time, soft_fraction=a.soft_fraction,
                     repair_fail=a.repair_fail, checkpoint_interval=a.checkpoint_interval,
-                    until=a.until)
+                    until=a.until, cadence=a.cadence)
     rule = ConversionRule(seed=a.seed, programs=a.programs, shares=a.shares_from,
                           users_per_budget=a.users_per_budget,
                           unallocated_fraction=a.unallocated_fraction,
@@ -1225,9 +1237,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.sweep:
-            from .sweep import run_sweep
-
-            print(run_sweep(a))
+            print(run_sweep(a, run_one))
             return 0
         res = run_one(a)
         paths = res.write(a.out, html=not a.no_html)

@@ -17,6 +17,7 @@ import csv
 import hashlib
 import json
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +25,9 @@ from pathlib import Path
 from .contract import DEBUG_MAX_GPUS, DEBUG_MAX_MIN_RUNTIME, is_debug
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-TRACES_DIR = PROJECT_ROOT.parent / "shared" / "traces"
+# the public traces sit next to the repository; TIMESHARE_TRACES points elsewhere (a git
+# worktree, a container)
+TRACES_DIR = Path(os.environ.get("TIMESHARE_TRACES") or PROJECT_ROOT.parent / "shared" / "traces")
 PHILLY_SIZES = TRACES_DIR / "philly_vc_sizes.csv"
 
 DESIGN_COLUMNS = ("submit_time", "duration", "gpus", "budget", "user", "min_runtime", "resumable")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.engine import BudgetTree, Placement, Run, Workload, fractions
+from scheduler.engine import BudgetTree, Params, Placement, Run, Workload, fractions
 
 
 def test_fraction_is_product_of_sibling_shares_down_the_path():
@@ -58,6 +58,18 @@ def test_unallocated_run_is_always_preemptible():
 
 
 def test_grace_ends_after_signal():
+    w = Workload("j", "a", 1, min_runtime=600, resumable=True, submitted=0)
+    r = Run(w, 0, Placement((("h0", (0,)),)), 600, signalled_at=50)
+    assert r.grace_ends(Params(grace=300)) == 350
+
+
+def test_unallocated_work_gets_the_short_grace():
     w = Workload("j", "a", 1, min_runtime=0, resumable=True, submitted=0)
     r = Run(w, 0, Placement((("h0", (0,)),)), 0, signalled_at=50)
-    assert r.grace_ends(300) == 350
+    assert r.grace_ends(Params(grace=300, unallocated_grace=20)) == 70
+
+
+def test_unallocated_grace_never_exceeds_the_grace_period():
+    w = Workload("j", "a", 1, min_runtime=0, resumable=True, submitted=0)
+    r = Run(w, 0, Placement((("h0", (0,)),)), 0, signalled_at=50)
+    assert r.grace_ends(Params(grace=10, unallocated_grace=60)) == 60

@@ -20,6 +20,14 @@ def past(w, host, idx):
     return run(w, host, idx, started=0.0)
 
 
+def busy(budget, *host_names):
+    """Protected runs of ``budget`` filling whole hosts: GPUs its branch holds besides the
+    contested host h0, so that the final-share rule lets h0's GPUs move (the requester's
+    branch then stays below the victim's)."""
+    return [run(job(f"busy-{h}", budget, gpus=8), h, range(8), started=NOW) for h in host_names]
+
+
+THREE_HOSTS = hosts(3)
 TWO = tree(a=1, b=1, a__a1=1, b__b1=1)  # a/a1 and b/b1 each hold 50%: entitlement 500
 
 
@@ -42,15 +50,15 @@ def test_preemption_reason_names_both_branches_and_their_ratios():
     paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [paid],
+        THREE_HOSTS,
+        [paid, *busy("b/b1", "h1", "h2")],
         [job("req", "a/a1", gpus=8)],
         usage={"b/b1": 900.0, "a/a1": 200.0},
         capacity=CAPACITY,
     )
     [decision] = one_pass(st, TWO).decisions
     assert decision.reason == (
-        "preempted to make room for a/a1/req: b at 180% of entitlement, a at 40%"
+        "preempted to make room for workload #req of a/a1: b at 180% of entitlement, a at 40%"
     )
     assert decision.for_workload_id == "req"
 
@@ -64,8 +72,8 @@ def test_ratios_compared_where_branches_diverge_inside_a_program():
     victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [victim],
+        THREE_HOSTS,
+        [victim, *busy("a/a2", "h1", "h2")],
         [job("req", "a/a1", gpus=8)],
         usage={"a/a1": 25.0, "a/a2": 500.0},
         capacity=CAPACITY,
@@ -91,8 +99,8 @@ def test_zero_hysteresis_lets_a_branch_just_over_entitlement_be_preempted():
     victim = past(job("v", "a/a2", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [victim],
+        THREE_HOSTS,
+        [victim, *busy("a/a2", "h1", "h2")],
         [job("req", "b/b1", gpus=8)],
         usage={"a/a1": 25.0, "a/a2": 500.0},
         capacity=CAPACITY,
@@ -193,8 +201,8 @@ def test_most_over_used_victim_is_preferred_at_equal_cost():
     c = past(job("c-run", "c/c1", gpus=4), "h0", range(4, 8))
     st = state(
         NOW,
-        ONE_HOST,
-        [b, c],
+        THREE_HOSTS,
+        [b, c, *busy("b/b1", "h1"), *busy("c/c1", "h2")],
         [job("req", "a/a1", gpus=4)],
         usage={"b/b1": 1000.0, "c/c1": 500.0},
         capacity=CAPACITY,
@@ -232,7 +240,12 @@ def test_second_requester_does_not_reuse_gpus_claimed_by_the_first():
     first = job("first", "a/a1", gpus=4, submitted=1)
     second = job("second", "a/a1", gpus=4, submitted=2)
     st = state(
-        NOW, ONE_HOST, [leaving, other], [first, second], usage={"b/b1": 900.0}, capacity=CAPACITY
+        NOW,
+        THREE_HOSTS,
+        [leaving, other, *busy("b/b1", "h1", "h2")],
+        [first, second],
+        usage={"b/b1": 900.0},
+        capacity=CAPACITY,
     )
     result = one_pass(st, TWO)
     assert preempted(result) == ["other"]
@@ -278,8 +291,8 @@ def test_deeper_tree_compares_researchers_under_one_project():
     victim = past(job("v", "a/p/bob", gpus=8), "h0", range(8))
     st = state(
         NOW,
-        ONE_HOST,
-        [victim],
+        THREE_HOSTS,
+        [victim, *busy("a/p/bob", "h1", "h2")],
         [job("req", "a/p/alice", gpus=8)],
         usage={"a/p/bob": 500.0},
         capacity=CAPACITY,
@@ -322,7 +335,7 @@ def test_requester_that_would_outlast_the_reservation_leaves_a_held_host_alone()
     # 6 h of work ends after the hold starts (NOW + 5 h): not allowed on h0 or h1
     result = one_pass(_held_floor_state(6 * HOUR), THREE)
     assert preempted(result) == []
-    assert "hosts held for a/a1/big" in result.waiting["dbg"]
+    assert "hosts held for workload #big" in result.waiting["dbg"]
 
 
 def test_debug_job_of_an_over_used_program_waits_for_a_branch_within_entitlement():
@@ -335,3 +348,45 @@ def test_debug_job_of_an_over_used_program_waits_for_a_branch_within_entitlement
     result = one_pass(state(NOW, ONE_HOST, [busy], [dbg], usage=usage, capacity=cap), THREE)
     assert preempted(result) == [] and not started(result)
     assert "no run it may preempt (c/c1 at 150% of entitlement)" in result.waiting["dbg"]
+
+
+def _flooded_by_a1():
+    """Scenario 2 of issue 10 in one pass: a1 (35%) holds all 64 GPUs with 8-GPU runs past
+    their protection and is far over its entitlement; b (65%, idle) asks for 8 x 8 GPUs."""
+    t = tree(a1=35, b=65)
+    runs = [past(job(f"a1-{i}", "a1", gpus=8), f"h{i}", range(8)) for i in range(8)]
+    pending = [job(f"b-{i}", "b", gpus=8, submitted=i) for i in range(8)]
+    cap = 64 * 7 * 86400.0
+    return state(NOW, hosts(8), runs, pending, usage={"a1": cap}, capacity=cap), t
+
+
+def test_one_pass_stops_at_the_final_share_crossing():
+    # b after k transfers holds 8k of 41.6 entitled GPUs, a1 64 - 8k of 22.4: k = 5 gives
+    # 96% against 107%, k = 6 would give 115%, above a1 at 71% and above b's own share
+    st, t = _flooded_by_a1()
+    assert len(preempted(one_pass(st, t))) == 5
+
+
+def test_the_first_request_beyond_the_crossing_says_why_it_waits():
+    st, t = _flooded_by_a1()
+    why = one_pass(st, t).waiting["b-5"]
+    assert ("final-share rule: b would hold 115% of its GPU share, above its own share and "
+            "above a1 at 71%") in why
+
+
+def test_a_branch_may_reclaim_up_to_its_share_from_the_last_run_of_an_over_used_one():
+    # b/b1 (50%, at 180% of its window entitlement) holds the whole 8-GPU host with one run;
+    # a/a1 asks for 4: after the transfer a holds 4 of its 4 entitled GPUs (100%), above b
+    # (0%) but within its own share, so it may (KAI's reclaim)
+    paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
+    st = state(NOW, ONE_HOST, [paid], [job("req", "a/a1", gpus=4)],
+               usage={"b/b1": 900.0}, capacity=CAPACITY)
+    assert preempted(one_pass(st, TWO)) == ["paid"]
+
+
+def test_a_branch_may_not_reclaim_beyond_its_share_from_the_last_run_of_another():
+    # the same, asking for all 8 GPUs: a would hold 200% of its share, b 0%
+    paid = past(job("paid", "b/b1", gpus=8), "h0", range(8))
+    st = state(NOW, ONE_HOST, [paid], [job("req", "a/a1", gpus=8)],
+               usage={"b/b1": 900.0}, capacity=CAPACITY)
+    assert preempted(one_pass(st, TWO)) == []

@@ -190,7 +190,7 @@ def test_held_hosts_take_no_work_that_would_outlast_the_reservation():
     long_small = job("long", gpus=1, submitted=1, duration=5000)
     result = one_pass(reserved_cluster(big, long_small), TWO)
     assert started(result) == {}
-    assert "held for a/a1/big" in result.waiting["long"]
+    assert "held for workload #big" in result.waiting["long"]
 
 
 def test_short_work_backfills_held_hosts():

@@ -175,6 +175,8 @@ def test_cli_help_explains_every_option(capsys):
     (["--trace", "/nonexistent.csv"], "cannot read"),
     (["--cluster", "lots"], "bad cluster"),
     (["--tree", "/nonexistent.yaml"], "cannot read tree"),
+    (["--cluster", "/nonexistent_sizes.csv"], "cannot read /nonexistent_sizes.csv"),
+    (["--tree", "/"], "cannot read tree /"),
     (["--hysteresis", "-1"], "--hysteresis must be >= 0"),
 ])
 def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, capsys, args, message):

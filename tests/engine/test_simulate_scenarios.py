@@ -233,18 +233,19 @@ def _outstanding(res, horizon: float) -> np.ndarray:
     return out / 88
 
 
-def _replay(grace: float):
+def _replay(params: Params):
     jobs, shares, horizon = ai2_like_mix()
-    sim = Simulator(jobs, shares, parse_cluster("11x8"),
-                    SimConfig(params=Params(grace=grace), until=horizon))
+    sim = Simulator(jobs, shares, parse_cluster("11x8"), SimConfig(params=params, until=horizon))
     watch = DebugWatch(sim)
     res = sim.run(progress=watch, progress_step=1e-12)
     return jobs, horizon, res, watch
 
 
-@pytest.mark.parametrize("grace", [300.0, 60.0])
-def test_debug_workloads_within_entitlement_start_within_the_grace_period(grace, tmp_path):
-    jobs, horizon, res, watch = _replay(grace)
+@pytest.mark.parametrize("params", [Params(), Params(grace=60.0)], ids=["defaults", "grace 1m"])
+def test_debug_workloads_within_entitlement_start_within_two_minutes(params, tmp_path):
+    # the defaults: a 5 min grace for allocated victims, a short one for unallocated work
+    grace = params.grace
+    jobs, horizon, res, watch = _replay(params)
     s = res.summary
     # the mix is what the docstring says (realism, measured, not tuned for short waits)
     work = sum(j.gpus * j.duration for j in jobs)
@@ -266,20 +267,18 @@ def test_debug_workloads_within_entitlement_start_within_the_grace_period(grace,
     # (idle GPUs, unallocated work, or preemptible work of a branch ranked below it and over
     # its entitlement), starts at once or after one grace period. Count the time each debug
     # job spent queued while it had such room: it must not exceed one grace period + 2 min.
-    # Measured 97-98%: the rest lose GPUs being released for them to a higher-ranked
-    # requester (rank still rules: they preempt again), or sit behind a small hold on the host
-    # where their victims are (notes/SIMULATION.md, "Debug waits").
+    # Measured 99.8% / 98.5% (97-98% before claims, when a higher-ranked requester could take GPUs
+    # released for a debug job); the rest sit behind a small hold on the host where their
+    # victims are, or the final-share rule (notes/SIMULATION.md, "Debug waits").
     room = np.array([watch.room_s.get(r.job.job_id, 0.0) for r in debug])
     in_time = float(np.mean(room <= grace + 120))
-    assert in_time >= 0.95, np.sort(room)[-10:]
+    assert in_time >= 0.98, np.sort(room)[-10:]
     entitled = [r.wait_s for r, (within, rm) in zip(debug, first, strict=True) if within and rm]
     assert len(entitled) > 0.6 * len(debug)
     p95 = float(np.percentile(entitled, 95))
-    assert p95 <= grace + 30, p95
-    if grace <= 60:
-        assert p95 <= 120  # the seeds' goal: a minute or two
+    assert p95 <= 120, p95  # the seeds' goal: a minute or two, with the default parameters
     # long waits (> grace + 2 min) are spent mostly over entitlement or without room (measured:
-    # ~80% of their time; the rest is the rank effects named above)
+    # 75-85% of their time; the rest is the effects named above)
     long = [r for r in debug if r.wait_s > grace + 120]
     share = sum(watch.room_s.get(r.job.job_id, 0.0) for r in long) / sum(r.wait_s for r in long)
     assert share < 0.3, share
