@@ -14,7 +14,6 @@ from django.utils import timezone
 from budgets.models import AllocationChange, ChangeRequest
 from portal import demo
 from scheduler import loop
-from scheduler.engine.traces import TRACES_DIR
 from scheduler.models import (
     CapacityRollup,
     Cluster,
@@ -27,9 +26,6 @@ from scheduler.models import (
     UsageRollup,
     Workload,
 )
-
-pytestmark = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
-                                reason="../shared/traces/philly_vc.csv not available")
 
 MODELS = [Workload, Run, RunGPU, Event, HostEvent, OccupancySample, UsageRollup, CapacityRollup,
           AllocationChange, ChangeRequest, Host]

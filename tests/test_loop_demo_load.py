@@ -8,11 +8,7 @@ from django.core.management import call_command
 
 from portal import demo
 from scheduler import loop
-from scheduler.engine.traces import TRACES_DIR
 from scheduler.models import Cluster, Run, Workload
-
-pytestmark = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
-                                reason="../shared/traces/philly_vc.csv not available")
 
 
 def replay(**options):

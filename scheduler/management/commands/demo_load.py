@@ -1,7 +1,7 @@
 """Keep the demo clusters busy: replay a slice of the public Philly trace, accelerated, as
 submissions of the demo's researchers (portal/demo.py). The beat's ticks do the rest.
 
-The trace is read in place (``../shared/traces/philly_vc.csv`` relative to the project root).
+The trace ships with the repository (``data/traces/philly_vc.csv.gz``).
 The rule that turns a trace job into a workload is ``scheduler.replay`` (the demo's seeded
 history uses the same one), seeded and printed at start:
 
@@ -66,7 +66,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         if not TRACE.exists():
-            raise CommandError(f"{TRACE} not found: the demo load reads the trace in place")
+            raise CommandError(f"{TRACE} not found: the demo load replays it")
         clusters = {c.name: c for c in Cluster.objects.filter(name__in=["h100", "b200"])}
         if "h100" not in clusters:
             raise CommandError("no demo clusters: run `manage.py seed_demo` first")
