@@ -1,6 +1,8 @@
 """`manage.py demo_load` replays the Philly trace onto the demo budgets, deterministically,
 and the loop schedules what it submits."""
 
+import itertools
+import time
 from io import StringIO
 
 import pytest
@@ -98,3 +100,64 @@ def test_the_load_spreads_over_leaves_and_members_as_weighed(db):
     # without shares on b200, a leaf submits only unallocated work there
     a3 = [s for s in subs if s.cluster == "b200" and s.node.path.endswith("proj-a3")]
     assert a3 and all(s.min_runtime == 0 for s in a3)
+
+
+class SlowMachine:
+    """A clock that moves on 0.6 s every time it is read, as on a loaded machine where the
+    process is descheduled between two readings."""
+
+    def __init__(self, start: float):
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 0.6
+        return self.now - 0.6
+
+
+def test_waiting_never_sleeps_a_negative_length_when_time_runs_out_between_readings():
+    from scheduler.management.commands.demo_load import wait_until
+
+    clock = SlowMachine(start=9.5)  # 0.5 s before the deadline at the first reading
+    naps = []
+
+    def sleep(seconds):
+        naps.append(seconds)
+        time.sleep(seconds)  # the real sleep: it raises ValueError on a negative length
+
+    wait_until(10.0, [], clock=clock, sleep=sleep)
+    assert naps == [pytest.approx(0.5)]
+
+
+def test_waiting_lasts_until_the_deadline_on_the_real_clock():
+    from scheduler.management.commands.demo_load import wait_until
+
+    began = time.monotonic()
+    wait_until(began + 0.3, [])
+    assert time.monotonic() - began >= 0.3
+
+
+def test_waiting_ends_at_once_when_the_load_is_stopping():
+    from scheduler.management.commands.demo_load import wait_until
+
+    began = time.monotonic()
+    wait_until(began + 60, [True])
+    assert time.monotonic() - began < 1
+
+
+def test_the_timetable_starts_the_trace_over_when_it_runs_out():
+    from scheduler.management.commands.demo_load import timetable
+    from scheduler.replay import Job
+
+    jobs = [Job("j1", 1000, 60, 1, "vc"), Job("j2", 1600, 60, 1, "vc")]
+    # at 10x from trace second 1000: j1 at 0 s, j2 at 60 s; a lap lasts 60 + 60 s
+    laps = itertools.islice(timetable(jobs, 1000, 10, repeat=True), 5)
+    assert [(due, job.job_id) for due, job in laps] == [
+        (0, "j1"), (60, "j2"), (120, "j1"), (180, "j2"), (240, "j1")]
+
+
+def test_the_timetable_of_a_single_pass_ends_with_the_trace():
+    from scheduler.management.commands.demo_load import timetable
+    from scheduler.replay import Job
+
+    jobs = [Job("j1", 1000, 60, 1, "vc"), Job("j2", 1600, 60, 1, "vc")]
+    assert [due for due, _ in timetable(jobs, 1000, 10, repeat=False)] == [0, 60]

@@ -16,7 +16,8 @@ history uses the same one), seeded and printed at start:
 * user: a seeded draw among the leaf's members;
 * GPUs: the job's GPUs, at most ``--max-gpus``;
 * time: ``--speed`` x faster than the trace: waits, durations and minimum runtimes are divided
-  by it (``expected_duration`` is what the simulated fleet runs);
+  by it (``expected_duration`` is what the simulated fleet runs); when the trace runs out the
+  replay starts over from ``--start-day``;
 * contract: debug jobs (<= 2 GPUs, <= 15 min of work) declare 15 min; a seeded 10% are
   unallocated (min_runtime 0); the rest declare min(duration, 8 h); a seeded 80% are
   resumable; a budget without allocation on the chosen cluster submits unallocated work.
@@ -29,6 +30,7 @@ Stops cleanly on SIGTERM or Ctrl-C.
 
 from __future__ import annotations
 
+import itertools
 import signal
 import time
 
@@ -39,6 +41,29 @@ from budgets.models import Allocation
 from scheduler import services
 from scheduler.models import Cluster
 from scheduler.replay import START_DAY, TRACE, Rule, read_jobs
+
+
+def timetable(jobs: list, start: float, speed: float, repeat: bool):
+    """``(due, job)``: when each job is submitted, in seconds from the replay's start. With
+    ``repeat`` the trace starts over, a minute after its last job, whenever it runs out (at
+    60x the trace's days 30 to 109 last 31 hours): the demo never goes quiet."""
+    if not jobs:
+        return
+    lap = (jobs[-1].submit - start) / speed + 60
+    for number in itertools.count() if repeat else range(1):
+        for job in jobs:
+            yield number * lap + (job.submit - start) / speed, job
+
+
+def wait_until(deadline: float, stopping: list, clock=time.monotonic, sleep=time.sleep) -> None:
+    """Sleep until ``clock()`` reaches ``deadline`` (or ``stopping`` fills), a second at most
+    at a time so that a signal is heard. The clock is read once per nap: the time left can
+    run out between two readings, and ``sleep`` refuses a negative length."""
+    while not stopping:
+        left = deadline - clock()
+        if left <= 0:
+            return
+        sleep(min(1.0, left))
 
 
 class Command(BaseCommand):
@@ -94,12 +119,11 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stopping.append(True))
         began = time.monotonic()
         submitted = 0
-        for job in jobs:
-            due = (job.submit - start) / speed
+        for due, job in timetable(jobs, start, speed, repeat=not o["once"]):
             if o["once"] and due > o["window"]:
                 break
-            while not o["once"] and not stopping and time.monotonic() - began < due:
-                time.sleep(min(1.0, due - (time.monotonic() - began)))
+            if not o["once"]:
+                wait_until(began + due, stopping)
             if stopping:
                 break
             if not o["once"]:
