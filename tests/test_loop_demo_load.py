@@ -45,15 +45,17 @@ def test_the_demo_load_submits_a_seeded_slice_and_the_loop_runs_it(db):
 # The rule (scheduler/replay.py): each job draws a leaf that has members, weighted by the leaf's
 # fraction of the job's cluster (2% without an allocation there) x a seeded activity factor.
 # Fractions of the demo tree (portal/demo.py), by hand: h100: prog-a 70/100 x proj-a1 50/100
-# = 35%, proj-a2 70% x 30/100 = 21%, proj-a3 70% x 20/100 = 14%, dana 20% x 60/100 x 50/100 =
-# 6%, proj-b2 20% x 40/100 = 8%, proj-c1 10% x 50/100 = 5% (erik and proj-c2 have no members).
-# b200: proj-a1 50% x 60/100 = 30%, proj-a2 50% x 40/100 = 20%, proj-c1 20% x 1/1 = 20%; proj-a3,
-# dana and proj-b2 have no b200 shares: 2%.
+# = 35%, proj-a2 70% x 30/100 = 21%, proj-a3 70% x 20/100 = 14%, dana and erik 20% x 60/100 x
+# 50/100 = 6% each, proj-b2 20% x 40/100 = 8%, proj-c1 and proj-c2 10% x 50/100 = 5% each.
+# b200: proj-a1 50% x 60/100 = 30%, proj-a2 50% x 40/100 = 20%, proj-c1 20% x 1/1 = 20%;
+# proj-a3, dana, erik, proj-b2 and proj-c2 have no b200 shares: 2%.
 HAND = {
     "h100": {"prog-a/proj-a1": 0.35, "prog-a/proj-a2": 0.21, "prog-a/proj-a3": 0.14,
-             "prog-b/proj-b1/dana": 0.06, "prog-b/proj-b2": 0.08, "prog-c/proj-c1": 0.05},
+             "prog-b/proj-b1/dana": 0.06, "prog-b/proj-b1/erik": 0.06, "prog-b/proj-b2": 0.08,
+             "prog-c/proj-c1": 0.05, "prog-c/proj-c2": 0.05},
     "b200": {"prog-a/proj-a1": 0.30, "prog-a/proj-a2": 0.20, "prog-a/proj-a3": 0.02,
-             "prog-b/proj-b1/dana": 0.02, "prog-b/proj-b2": 0.02, "prog-c/proj-c1": 0.20},
+             "prog-b/proj-b1/dana": 0.02, "prog-b/proj-b1/erik": 0.02, "prog-b/proj-b2": 0.02,
+             "prog-c/proj-c1": 0.20, "prog-c/proj-c2": 0.02},
 }
 
 
@@ -71,7 +73,7 @@ def test_the_rule_weighs_leaves_by_fraction_and_activity(db):
             assert weight == pytest.approx(by_path[path] * factor)
     # members: the leaf's members only, alphabetical draw
     members = {node.path: [u.username for u in users] for node, users in rule.leaves}
-    assert members["institute/prog-a/proj-a1"] == ["lead", "researcher"]
+    assert members["institute/prog-a/proj-a1"] == ["lead", "mei", "researcher", "tom"]
 
 
 def test_the_load_spreads_over_leaves_and_members_as_weighed(db):
@@ -100,6 +102,27 @@ def test_the_load_spreads_over_leaves_and_members_as_weighed(db):
     # without shares on b200, a leaf submits only unallocated work there
     a3 = [s for s in subs if s.cluster == "b200" and s.node.path.endswith("proj-a3")]
     assert a3 and all(s.min_runtime == 0 for s in a3)
+
+
+def test_the_load_is_submitted_by_many_researchers_not_one(db):
+    """"Mine" means mine: a week of the trace comes from a dozen people, none with more than a
+    fifth of it, and the persona `researcher` submits only to the two budgets she is a member
+    of."""
+    from collections import Counter
+
+    from budgets.models import Allocation
+    from scheduler.replay import START_DAY, Rule, read_jobs
+
+    demo.seed()
+    rule = Rule({c.name: c for c in Cluster.objects.all()}, seed=0)
+    allocated = set(Allocation.objects.values_list("node_id", "cluster__name"))
+    jobs = read_jobs((START_DAY - 7) * 86400, START_DAY * 86400, 0, 0.5)
+    subs = [rule.submission(job, allocated) for job in jobs]
+    by_user = Counter(s.user.username for s in subs)
+    assert len(by_user) >= 15
+    assert max(by_user.values()) / len(subs) < 0.2
+    assert {s.node.path for s in subs if s.user.username == "researcher"} == {
+        "institute/prog-a/proj-a1", "institute/prog-a/proj-a3"}
 
 
 class SlowMachine:
