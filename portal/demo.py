@@ -26,7 +26,7 @@ PEOPLE = {
     "ceo": ("Casey Chen", "CEO, manages the institute"),
     "pi": ("Priya Iyer", "PI of Language models (program A)"),
     "lead": ("Leo Alvarez", "lead researcher of Pretraining (project A1)"),
-    "researcher": ("Rosa Martins", "researcher, member of Pretraining"),
+    "researcher": ("Rosa Martins", "researcher in Pretraining and Evaluation"),
     "operator": ("Omar Nasser", "site operator"),
     "outsider": ("Otto Berg", "no role"),
     "pi-robotics": ("Rui Kato", "PI of Robotics"),
