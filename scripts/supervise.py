@@ -6,9 +6,10 @@
 Each NAME=COMMAND runs in a process group of its own, its output prefixed with its name. A
 process that exits is logged and started again after a pause that doubles with every quick
 failure (1 s, 2 s, 4 s... at most --max-backoff) and starts over once it has run for a minute.
-SIGINT (Ctrl-C) or SIGTERM stops everything: SIGTERM to every group, then SIGKILL to what is
-still there after --grace seconds (a Celery worker busy with a task can take a minute to heed
-SIGTERM). Standard library only: it must run before anything is installed.
+SIGINT (Ctrl-C) or SIGTERM stops everything: SIGTERM to each process, then SIGKILL to its whole
+group (what it forked included) once it has exited or --grace seconds have passed (a Celery
+worker busy with a task can take a minute to heed SIGTERM). Standard library only: it must run
+before anything is installed.
 """
 
 from __future__ import annotations
@@ -107,10 +108,13 @@ class Supervisor:
         log(f"{child.name} {what} after {ran:.1f} s; restarting in {pause:g} s")
 
     def stop(self) -> None:
-        """SIGTERM to every group, SIGKILL to the groups still alive after the grace."""
+        """SIGTERM to every process, then SIGKILL to every group: leftovers, and processes
+        still alive after the grace."""
         running = [c for c in self.children if c.process is not None and c.restart_at is None]
         for child in running:
-            child.signal_group(signal.SIGTERM)
+            # the leader only: a Celery worker stops its own pool (SIGTERM to its pool processes
+            # too makes it replace them instead of shutting down)
+            child.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.grace
         for child in running:
             try:
