@@ -55,3 +55,23 @@ def test_the_manager_who_saves_second_sees_the_conflict(org, live_server, browse
         "Project A1 was changed to 80 shares since you loaded the page; reload and try again.")
     assert shares_of(org.proj_a1) == 80
     assert watch.problems == []
+
+
+def test_a_refused_save_says_why_instead_of_doing_nothing(org, live_server, browser, password,
+                                                          shares_of):
+    """The PI loses her role while the editor is open: the 403 is not swapped into the table,
+    its reason is shown above it."""
+    from playwright.sync_api import expect
+
+    page = log_in(browser, live_server, "pi", password, TREE)
+    watch = Watch(page)
+    watch.expected.add((403, TREE))
+    row = open_editor(page, org.proj_a1)
+    org.prog_a.managers.remove(org.pi)
+    row.locator("input[name=shares]").fill("80")
+    row.get_by_role("button", name="Save").click()
+    expect(page.locator("#htmx-messages")).to_have_text(
+        "Not done: You have no role in this organisation's budgets.")
+    expect(row.locator("input[name=shares]")).to_have_value("80")  # the form is left as it was
+    assert shares_of(org.proj_a1) == 50
+    assert watch.problems == []

@@ -3,12 +3,13 @@
 (function () {
   // Forms answer 422 with their field errors (a lost race included: "changed to 22 shares
   // since you loaded the page"): swap them in like any other fragment. Any other 4xx or 5xx
-  // is not swapped but said, below.
+  // is not swapped but said, below (not flagged as an htmx error: that would only add a
+  // console error for a refusal the page handles).
   htmx.config.responseHandling = [
     {code: "204", swap: false},
     {code: "[23]..", swap: true},
     {code: "422", swap: true},
-    {code: "[45]..", swap: false, error: true},
+    {code: "[45]..", swap: false},
   ];
 
   // The message of a refused request: the page's alert or its first paragraph (the 403 and 404
@@ -37,15 +38,16 @@
     list.appendChild(item);
   }
 
-  document.addEventListener("htmx:responseError", function (event) {
-    say("Not done: " + reason(event.detail.xhr));
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var xhr = event.detail.xhr;
+    var list = document.getElementById("htmx-messages");
+    if (xhr && xhr.status >= 400 && xhr.status !== 422) {
+      say("Not done: " + reason(xhr));
+    } else if (list && xhr && xhr.status) {
+      list.remove();  // a later answer replaces an old failure message
+    }
   });
   document.addEventListener("htmx:sendError", function () {
     say("Not done: the server did not answer. Check your connection and try again.");
-  });
-  // A later success clears an old failure message.
-  document.addEventListener("htmx:afterRequest", function (event) {
-    var list = document.getElementById("htmx-messages");
-    if (list && event.detail.successful) list.remove();
   });
 })();
