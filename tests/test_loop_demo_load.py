@@ -184,3 +184,39 @@ def test_the_timetable_of_a_single_pass_ends_with_the_trace():
 
     jobs = [Job("j1", 1000, 60, 1, "vc"), Job("j2", 1600, 60, 1, "vc")]
     assert [due for due, _ in timetable(jobs, 1000, 10, repeat=False)] == [0, 60]
+
+
+def test_the_timetable_of_a_resumed_load_begins_with_the_next_job_at_once():
+    from scheduler.management.commands.demo_load import timetable
+    from scheduler.replay import Job
+
+    jobs = [Job("j1", 1000, 60, 1, "vc"), Job("j2", 1600, 60, 1, "vc"), Job("j3", 2200, 60, 1,
+                                                                            "vc")]
+    # at 10x: j2 at once, j3 60 s later; a whole lap lasts 120 + 60 s and begins with j1 at
+    # 180 - 60 = 120 s
+    laps = itertools.islice(timetable(jobs, 1000, 10, repeat=True, resume_at=1), 4)
+    assert [(due, job.job_id) for due, job in laps] == [
+        (0, "j2"), (60, "j3"), (120, "j1"), (180, "j2")]
+
+
+def names():
+    return list(Workload.objects.order_by("pk").values_list("name", flat=True))
+
+
+def test_a_restarted_load_carries_on_after_the_last_job_it_submitted(db):
+    demo.seed()
+    replay(limit=8)
+    in_one_go = names()
+    Workload.objects.all().delete()
+    replay(limit=5)
+    text = replay(limit=3)
+    assert "carrying on from job 6" in text
+    assert names() == in_one_go
+
+
+def test_a_load_from_the_start_submits_the_same_jobs_again(db):
+    demo.seed()
+    replay(limit=3)
+    first = names()
+    replay(limit=3, from_start=True)
+    assert names() == first + first

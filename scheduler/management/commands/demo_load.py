@@ -23,7 +23,10 @@ history uses the same one), seeded and printed at start:
   resumable; a budget without allocation on the chosen cluster submits unallocated work.
 
     manage.py demo_load [--speed 60] [--start-day 30.4] [--fraction 0.5] [--seed 0]
-                        [--failure-rate 1.0] [--once] [--limit N]
+                        [--failure-rate 1.0] [--once] [--limit N] [--from-start]
+
+A restarted load (after a crash, or a new ``make run``) carries on after the last job it
+submitted, instead of submitting the same morning again.
 
 Stops cleanly on SIGTERM or Ctrl-C.
 """
@@ -39,20 +42,31 @@ from django.db import close_old_connections
 
 from budgets.models import Allocation
 from scheduler import services
-from scheduler.models import Cluster
+from scheduler.models import Cluster, Workload
 from scheduler.replay import START_DAY, TRACE, Rule, read_jobs
 
 
-def timetable(jobs: list, start: float, speed: float, repeat: bool):
+def timetable(jobs: list, start: float, speed: float, repeat: bool, resume_at: int = 0):
     """``(due, job)``: when each job is submitted, in seconds from the replay's start. With
     ``repeat`` the trace starts over, a minute after its last job, whenever it runs out (at
-    60x the trace's days 30 to 109 last 31 hours): the demo never goes quiet."""
+    60x the trace's days 30 to 109 last 31 hours): the demo never goes quiet. ``resume_at``:
+    the first lap begins with that job, due at once (a restarted load carries on)."""
     if not jobs:
         return
     lap = (jobs[-1].submit - start) / speed + 60
+    skipped = (jobs[resume_at].submit - start) / speed
     for number in itertools.count() if repeat else range(1):
-        for job in jobs:
-            yield number * lap + (job.submit - start) / speed, job
+        for job in jobs[resume_at:] if number == 0 else jobs:
+            yield number * lap + (job.submit - start) / speed - skipped, job
+
+
+def resume_index(jobs: list, clusters) -> int:
+    """Where a restarted load carries on: after the job of the last workload submitted on the
+    demo clusters, when that workload is one of this replay's (0: from the start)."""
+    last = (Workload.objects.filter(cluster__in=clusters).order_by("-submitted", "-pk")
+            .values_list("name", flat=True).first())
+    index = {f"{job.vc}/{job.job_id}": i for i, job in enumerate(jobs)}.get(last)
+    return 0 if index is None or index + 1 == len(jobs) else index + 1
 
 
 def wait_until(deadline: float, stopping: list, clock=time.monotonic, sleep=time.sleep) -> None:
@@ -88,6 +102,9 @@ class Command(BaseCommand):
                             help="submit what is due in the first --window seconds and exit")
         parser.add_argument("--window", type=float, default=60.0)
         parser.add_argument("--limit", type=int, default=None, help="stop after N submissions")
+        parser.add_argument("--from-start", action="store_true",
+                            help="replay from --start-day even when an earlier run of the load "
+                                 "submitted some of it (default: carry on after its last job)")
 
     def handle(self, *args, **o):
         if not TRACE.exists():
@@ -109,17 +126,21 @@ class Command(BaseCommand):
                         .values_list("node_id", "cluster__name"))
         start = o["start_day"] * 86400
         jobs = read_jobs(start, None, seed, o["fraction"])
+        resume_at = 0 if o["from_start"] else resume_index(jobs, clusters.values())
         self.stdout.write(
             f"demo load: {len(jobs)} jobs from {TRACE.name} day {o['start_day']:g} on, "
             f"{speed:g}x faster, seed {seed}; VCs -> leaves: none, each job draws its leaf "
             f"and member (weights {rule.describe()})"
+            + (f"; carrying on from job {resume_at + 1} ({jobs[resume_at].job_id}), after "
+               "the last one submitted" if resume_at else "")
         )
         stopping = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.append(True))
         began = time.monotonic()
         submitted = 0
-        for due, job in timetable(jobs, start, speed, repeat=not o["once"]):
+        for due, job in timetable(jobs, start, speed, repeat=not o["once"],
+                                  resume_at=resume_at):
             if o["once"] and due > o["window"]:
                 break
             if not o["once"]:
