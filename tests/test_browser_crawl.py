@@ -93,6 +93,7 @@ def crawl(page, base: str) -> tuple[list[str], set[str]]:
 @pytest.mark.parametrize("persona", PERSONAS)
 def test_every_page_opens_without_an_error(institute, live_server, browser, persona):
     page = log_in(browser, live_server, persona, demo.DEMO_PASSWORD)
+    page.set_default_navigation_timeout(60_000)  # report pages on a busy 2-core machine
     problems, seen = crawl(page, live_server.url)
     assert not problems, "\n".join(problems)
     if persona != "outsider":
