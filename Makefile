@@ -24,13 +24,14 @@ seed: migrate
 
 # The portal on http://$(HOST):$(PORT) plus a Celery worker with an embedded beat, all on the
 # embedded defaults (SQLite, filesystem broker, simulated fleet), with a load replayed from the
-# Philly trace at 60x speed. Ctrl-C stops everything.
+# Philly trace at 60x speed. scripts/supervise.py restarts whichever crashes; Ctrl-C stops
+# everything within 10 s.
 run: seed
 	@echo "Timeshare on http://$(HOST):$(PORT)/"
-	@SECURE_COOKIES=0 bash -c 'trap "kill 0" EXIT INT TERM; \
-	  $(BIN)/celery -A portal worker --beat --loglevel=INFO --concurrency=2 & \
-	  $(BIN)/python manage.py demo_load --speed 60 --failure-rate 2 & \
-	  $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)'
+	@SECURE_COOKIES=0 $(BIN)/python scripts/supervise.py \
+	  "worker=$(BIN)/celery -A portal worker --beat --loglevel=INFO --concurrency=2" \
+	  "load=$(BIN)/python manage.py demo_load --speed 60 --failure-rate 2" \
+	  "web=$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)"
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.engine.model import Params  # noqa: E402
 from scheduler.engine.simulate import SimConfig, simulate  # noqa: E402
-from scheduler.engine.traces import TRACES_DIR, ConversionRule, parse_cluster, read_trace  # noqa: E402
+from scheduler.engine.traces import PHILLY_TRACE, ConversionRule, parse_cluster, read_trace  # noqa: E402
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
         runs.append(("fairshare", a.contended_limit, a.time_scale))
     for policy, limit, scale in runs:
         t0 = time.perf_counter()
-        trace = read_trace(TRACES_DIR / "philly_vc.csv", rule=ConversionRule(seed=0),
+        trace = read_trace(PHILLY_TRACE, rule=ConversionRule(seed=0),
                            limit=limit)
         for j in trace.jobs:
             j.submit_time *= scale

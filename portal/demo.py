@@ -27,13 +27,24 @@ PEOPLE = {
     "ceo": ("Casey Chen", "CEO, manages the institute"),
     "pi": ("Priya Iyer", "PI of Language models (program A)"),
     "lead": ("Leo Alvarez", "lead researcher of Pretraining (project A1)"),
-    "researcher": ("Rosa Martins", "researcher, member of Pretraining"),
+    "researcher": ("Rosa Martins", "researcher in Pretraining and Evaluation"),
     "operator": ("Omar Nasser", "site operator"),
     "outsider": ("Otto Berg", "no role"),
     "pi-robotics": ("Rui Kato", "PI of Robotics"),
     "pi-science": ("Sara Lind", "PI of Science agents"),
     "lead-posttrain": ("Pat Okafor", "lead of Post-training"),
     "lead-rl": ("Remy Dubois", "lead of RL simulation"),
+    # researchers: the demo load submits as the members of each leaf, so "Mine" means mine
+    "mei": ("Mei Tanaka", "researcher in Pretraining"),
+    "tom": ("Tom Weber", "researcher in Pretraining"),
+    "ines": ("Ines Costa", "researcher in Post-training"),
+    "sam": ("Sam Rivera", "researcher in Post-training"),
+    "kofi": ("Kofi Mensah", "researcher in Evaluation"),
+    "dana": ("Dana Novak", "researcher, Dana's experiments in RL simulation"),
+    "erik": ("Erik Holm", "researcher, Erik's experiments in RL simulation"),
+    "noor": ("Noor Haddad", "researcher in Manipulation"),
+    "wei": ("Wei Chen", "researcher in Chemistry agents"),
+    "ola": ("Ola Nilsen", "researcher in Climate models"),
 }
 
 CLUSTERS = [
@@ -45,19 +56,21 @@ CLUSTERS = [
 # path below the root: (name, kind, managers, members, {cluster: shares})
 TREE = {
     "prog-a": ("Language models", "program", ["pi"], [], {"h100": 70, "b200": 50}),
-    "prog-a/proj-a1": ("Pretraining", "project", ["lead"], ["researcher", "lead"],
+    "prog-a/proj-a1": ("Pretraining", "project", ["lead"], ["researcher", "lead", "mei", "tom"],
                        {"h100": 50, "b200": 60}),
-    "prog-a/proj-a2": ("Post-training", "project", ["lead-posttrain"], ["lead-posttrain"],
-                       {"h100": 30, "b200": 40}),
-    "prog-a/proj-a3": ("Evaluation", "project", [], ["researcher"], {"h100": 20}),
+    "prog-a/proj-a2": ("Post-training", "project", ["lead-posttrain"],
+                       ["lead-posttrain", "ines", "sam"], {"h100": 30, "b200": 40}),
+    "prog-a/proj-a3": ("Evaluation", "project", [], ["researcher", "kofi"], {"h100": 20}),
     "prog-b": ("Robotics", "program", ["pi-robotics"], [], {"h100": 20, "b200": 30}),
     "prog-b/proj-b1": ("RL simulation", "project", ["lead-rl"], [], {"h100": 60, "b200": 100}),
-    "prog-b/proj-b1/dana": ("Dana's experiments", "researcher", [], ["lead-rl"], {"h100": 50}),
-    "prog-b/proj-b1/erik": ("Erik's experiments", "researcher", [], [], {"h100": 50}),
-    "prog-b/proj-b2": ("Manipulation", "project", [], ["pi-robotics"], {"h100": 40}),
+    "prog-b/proj-b1/dana": ("Dana's experiments", "researcher", [], ["dana", "lead-rl"],
+                            {"h100": 50}),
+    "prog-b/proj-b1/erik": ("Erik's experiments", "researcher", [], ["erik"], {"h100": 50}),
+    "prog-b/proj-b2": ("Manipulation", "project", [], ["pi-robotics", "noor"], {"h100": 40}),
     "prog-c": ("Science agents", "program", ["pi-science"], [], {"h100": 10, "b200": 20}),
-    "prog-c/proj-c1": ("Chemistry agents", "project", [], ["pi-science"], {"h100": 50, "b200": 1}),
-    "prog-c/proj-c2": ("Climate models", "project", [], [], {"h100": 50}),
+    "prog-c/proj-c1": ("Chemistry agents", "project", [], ["pi-science", "wei"],
+                       {"h100": 50, "b200": 1}),
+    "prog-c/proj-c2": ("Climate models", "project", [], ["ola"], {"h100": 50}),
 }
 
 

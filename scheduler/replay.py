@@ -28,9 +28,9 @@ from pathlib import Path
 
 from budgets.models import BudgetNode
 from scheduler.engine.contract import DEBUG_MAX_GPUS, DEBUG_MAX_MIN_RUNTIME
-from scheduler.engine.traces import TRACES_DIR, seeded_unit, vc_name
+from scheduler.engine.traces import PHILLY_TRACE, open_trace, seeded_unit, vc_name
 
-TRACE = TRACES_DIR / "philly_vc.csv"
+TRACE = PHILLY_TRACE
 START_DAY = 30.4  # the live load starts here (day 30, 09:36); the seeded history ends here
 MAX_MIN_RUNTIME = 8 * 3600
 B200_SHARE = 0.2
@@ -70,7 +70,7 @@ def read_jobs(start: float, end: float | None, seed: int, fraction: float,
               path: Path = TRACE) -> list[Job]:
     """The kept jobs submitted in ``[start, end)`` (trace seconds), in trace order."""
     jobs = []
-    with path.open(newline="") as fh:
+    with open_trace(path) as fh:
         for row in csv.DictReader(fh):
             submit = float(row["submit_s"])
             if submit < start or (end is not None and submit >= end):

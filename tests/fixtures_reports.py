@@ -40,17 +40,13 @@ proj-b1 5 (Sun 23:00), plus 10 the hour before the week and 10 the hour after it
 Cluster tiny: one host of 4 GPUs. T0 = 47 h ago (1 h into a 2-day replay):
   W1 a: 4 GPUs, min_runtime 2 h, resumable; submitted T0, ran T0 -> T0 + 2 h (completed).
   W2 b: 4 GPUs, min_runtime 1 h; submitted T0 + 30 min, ran T0 + 2 h -> T0 + 3 h (completed).
-
-`browser`: the Debian Chromium driven by Playwright, for the tests marked `browser`.
 """
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
@@ -58,15 +54,6 @@ from budgets.models import Allocation, AllocationChange, BudgetNode
 from fleet.models import CapacityRollup, Cluster, Host
 from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PERSONAS = ("ceo", "pi", "lead", "researcher", "outsider", "operator")
 WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
 WEEK_END = WEEK_START + timedelta(days=7)
@@ -306,20 +293,3 @@ def tiny(db, settings):
         clients[name].force_login(user)
     return type("Tiny", (), {"cluster": cluster, "users": users, "clients": clients,
                              "a": a, "b": b, "prog": prog, "other": other})
-
-
-@pytest.fixture
-def browser(monkeypatch, settings):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop in this thread
-    settings.SESSION_COOKIE_SECURE = False  # the live server speaks plain http
-    settings.CSRF_COOKIE_SECURE = False
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-            connections.close_all()  # or PostgreSQL refuses to drop the test database

@@ -1,58 +1,13 @@
 """The budget flows in a real Chromium: a PI edits a project's shares inline (no reload), the
 CEO approves a program's change request and the tree shows it."""
 
-from pathlib import Path
-
 import pytest
-from django.db import connections
+from fixtures_browser import log_in
 
 from budgets import services
 from budgets.models import Allocation, ChangeRequest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser(monkeypatch, settings):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test body
-    # are still plain synchronous calls.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    # The live server speaks plain http.
-    settings.SESSION_COOKIE_SECURE = False
-    settings.CSRF_COOKIE_SECURE = False
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-            # ORM calls made while Playwright's loop runs get their own connection (another
-            # context); close it, or PostgreSQL refuses to drop the test database at the end.
-            connections.close_all()
-
-
-def log_in(browser, live_server, username, password, next_url):
-    page = browser.new_context().new_page()
-    page.set_default_timeout(10_000)
-    page.goto(f"{live_server.url}/login/?next={next_url}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}{next_url}")
-    return page
 
 
 def test_pi_edits_inline_then_ceo_approves_a_program_request(org, live_server, browser,

@@ -15,11 +15,7 @@ from budgets.models import AllocationChange, ChangeRequest
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from portal import demo
 from scheduler import loop
-from scheduler.engine.traces import TRACES_DIR
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
-
-pytestmark = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
-                                reason="../shared/traces/philly_vc.csv not available")
 
 MODELS = [Workload, Run, RunGPU, Event, HostEvent, OccupancySample, UsageRollup, CapacityRollup,
           AllocationChange, ChangeRequest, Host]

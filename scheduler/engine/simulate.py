@@ -62,7 +62,7 @@ from .scheduling import EngineMemo, next_event, schedule
 from .summary import format_summary
 from .sweep import run_sweep
 from .traces import (
-    TRACES_DIR,
+    PHILLY_TRACE,
     ClusterSpec,
     ConversionRule,
     Trace,
@@ -1090,13 +1090,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     g = ap.add_argument_group("input")
-    g.add_argument("--trace", default=str(TRACES_DIR / "philly_vc.csv"),
-                   help="trace CSV: DESIGN.md's format (submit_time,duration,gpus,budget,user,"
-                   "min_runtime,resumable) or the public format of ../shared/traces")
+    g.add_argument("--trace", default=str(PHILLY_TRACE),
+                   help="trace CSV, gzipped or not: docs/DESIGN.md's format (submit_time,"
+                   "duration,gpus,budget,user,min_runtime,resumable) or the public format of "
+                   "the traces in data/traces")
     g.add_argument("--format", choices=("auto", "design", "public"), default="auto",
                    help="trace format; auto looks at the header")
     g.add_argument("--cluster", default="philly",
-                   help="'philly' (philly_vc_sizes.csv: 352 hosts x 8 GPUs, VC = network "
+                   help="'philly' (philly_vc_sizes.csv.gz: 352 hosts x 8 GPUs, VC = network "
                    "group), a sizes CSV, or HOSTSxGPUS[/GROUPS] like 16x8/2")
     g.add_argument("--tree", help="budget tree, YAML or JSON {path: shares} (e.g. "
                    "{prog-a: 70, prog-a/proj-a1: 50}); default: from the trace (public: the "

@@ -4,20 +4,20 @@ Pure Python (no Django). Two trace formats are read:
 
 * ``design``: DESIGN.md's CSV ``submit_time,duration,gpus,budget,user,min_runtime,resumable``
   (an optional ``job_id`` column is honoured, otherwise ids are ``j1``, ``j2``... by line);
-* ``public``: the schema of ``../shared/traces/`` (``job_id,submit_s,duration_s,num_gpus,group,
-  user,job_class``). Those traces predate budgets and contracts, so a :class:`ConversionRule`
-  (seeded, printed with every result) supplies what they lack.
+* ``public``: the schema of the public traces shipped in ``data/traces/`` (``job_id,submit_s,
+  duration_s,num_gpus,group,user,job_class``). Those traces predate budgets and contracts, so a
+  :class:`ConversionRule` (seeded, printed with every result) supplies what they lack.
 
-Traces are read in place (``../shared/traces`` relative to the project root), never copied.
+A path ending in ``.gz`` is read through gzip: the shipped traces stay compressed on disk.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import math
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,10 +25,10 @@ from pathlib import Path
 from .contract import DEBUG_MAX_GPUS, DEBUG_MAX_MIN_RUNTIME, is_debug
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-# the public traces sit next to the repository; TIMESHARE_TRACES points elsewhere (a git
-# worktree, a container)
-TRACES_DIR = Path(os.environ.get("TIMESHARE_TRACES") or PROJECT_ROOT.parent / "shared" / "traces")
-PHILLY_SIZES = TRACES_DIR / "philly_vc_sizes.csv"
+TRACES_DIR = PROJECT_ROOT / "data" / "traces"  # the public traces, gzipped (see its README)
+PHILLY_TRACE = TRACES_DIR / "philly_vc.csv.gz"
+PHILLY_SIZES = TRACES_DIR / "philly_vc_sizes.csv.gz"
+CHRONUS_MIX = TRACES_DIR / "chronus_philly_mix1.csv.gz"
 
 DESIGN_COLUMNS = ("submit_time", "duration", "gpus", "budget", "user", "min_runtime", "resumable")
 PUBLIC_COLUMNS = ("job_id", "submit_s", "duration_s", "num_gpus", "group", "user", "job_class")
@@ -116,7 +116,7 @@ def vc_name(group: str) -> str:
 def read_vc_sizes(path: Path | str = PHILLY_SIZES) -> dict[str, int]:
     """philly_vc_sizes.csv -> {vc: nodes} (8 GPUs per node)."""
     sizes: dict[str, int] = {}
-    with _open(path) as fh:
+    with open_trace(path) as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if not header or len(header) < 2:
@@ -151,8 +151,11 @@ class Trace:
         return "\n".join(lines)
 
 
-def _open(path: Path | str):
+def open_trace(path: Path | str):
+    """A trace or sizes CSV opened as text, through gzip when its name ends in ``.gz``."""
     try:
+        if str(path).endswith(".gz"):
+            return gzip.open(path, "rt", newline="", encoding="utf-8")
         return open(path, newline="", encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -184,7 +187,7 @@ def read_trace(
 
     A slice is re-based so that its first kept submission time is ``submit - start``.
     """
-    with _open(path) as fh:
+    with open_trace(path) as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if not header:
@@ -480,6 +483,6 @@ def parse_cluster(spec: str) -> ClusterSpec:
         per = math.ceil(n / groups)
         hosts = [HostSpec(f"h{i:04d}", g, f"g{i // per}") for i in range(n)]
         return ClusterSpec(hosts, source=s)
-    if s.endswith(".csv"):
+    if s.endswith((".csv", ".csv.gz")):
         return cluster_from_sizes(s)
     raise TraceError(f"bad cluster {spec!r}: use philly, a sizes CSV, or HOSTSxGPUS[/GROUPS]")

@@ -16,7 +16,7 @@ from scheduler.engine.simulate import (
     main,
     simulate,
 )
-from scheduler.engine.traces import TRACES_DIR, TraceJob, parse_cluster
+from scheduler.engine.traces import CHRONUS_MIX, TraceJob, parse_cluster
 
 
 def job(jid, t, dur, gpus, budget, min_rt, resumable=True, user="u"):
@@ -180,7 +180,7 @@ def test_cli_help_explains_every_option(capsys):
     (["--hysteresis", "-1"], "--hysteresis must be >= 0"),
 ])
 def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, capsys, args, message):
-    rc = main(["--trace", str(TRACES_DIR / "chronus_philly_mix1.csv"), "--limit", "5",
+    rc = main(["--trace", str(CHRONUS_MIX), "--limit", "5",
                "--out", str(tmp_path)] + args)
     err = capsys.readouterr().err
     assert rc == 2
@@ -188,7 +188,7 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, capsys, args, message):
 
 
 def test_cli_end_to_end_writes_everything(tmp_path, capsys):
-    rc = main(["--trace", str(TRACES_DIR / "chronus_philly_mix1.csv"), "--end", "60",
+    rc = main(["--trace", str(CHRONUS_MIX), "--end", "60",
                "--cluster", "4x8/2", "--out", str(tmp_path / "out"), "--window", "1h",
                "--seed", "3"])
     assert rc == 0
@@ -206,7 +206,7 @@ def test_cli_end_to_end_writes_everything(tmp_path, capsys):
 
 
 def test_cli_sweep_prints_one_table(tmp_path, capsys):
-    rc = main(["--trace", str(TRACES_DIR / "chronus_philly_mix1.csv"), "--end", "60",
+    rc = main(["--trace", str(CHRONUS_MIX), "--end", "60",
                "--cluster", "4x8", "--out", str(tmp_path), "--sweep", "--sweep-window",
                "1h,1d", "--sweep-hysteresis", "0,0.2", "--workers", "2"])
     assert rc == 0

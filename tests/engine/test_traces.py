@@ -7,7 +7,8 @@ import json
 import pytest
 
 from scheduler.engine.traces import (
-    TRACES_DIR,
+    CHRONUS_MIX,
+    PHILLY_TRACE,
     ConversionRule,
     TraceError,
     is_debug,
@@ -126,16 +127,16 @@ def test_public_conversion_is_seeded(tmp_path):
 
 
 def test_real_public_traces_slices():
-    tr = read_trace(TRACES_DIR / "philly_vc.csv", limit=500)
+    tr = read_trace(PHILLY_TRACE, limit=500)
     assert len(tr.jobs) == 500 and tr.fmt == "public"
-    tr = read_trace(TRACES_DIR / "chronus_philly_mix1.csv", end=600)
+    tr = read_trace(CHRONUS_MIX, end=600)
     assert tr.jobs and all(j.submit_time < 600 for j in tr.jobs)
     # every 'best' job of chronus is unallocated
     assert any(j.min_runtime == 0 for j in tr.jobs)
 
 
 def test_round_trip_design_writer(tmp_path):
-    tr = read_trace(TRACES_DIR / "chronus_philly_mix1.csv", limit=50)
+    tr = read_trace(CHRONUS_MIX, limit=50)
     write_design_trace(tmp_path / "d.csv", tr.jobs)
     back = read_trace(tmp_path / "d.csv")
     assert [(j.job_id, j.gpus, j.budget, j.min_runtime, j.resumable) for j in back.jobs] == [

@@ -1,7 +1,7 @@
 """Keep the demo clusters busy: replay a slice of the public Philly trace, accelerated, as
 submissions of the demo's researchers (portal/demo.py). The beat's ticks do the rest.
 
-The trace is read in place (``../shared/traces/philly_vc.csv`` relative to the project root).
+The trace ships with the repository (``data/traces/philly_vc.csv.gz``).
 The rule that turns a trace job into a workload is ``scheduler.replay`` (the demo's seeded
 history uses the same one), seeded and printed at start:
 
@@ -16,19 +16,24 @@ history uses the same one), seeded and printed at start:
 * user: a seeded draw among the leaf's members;
 * GPUs: the job's GPUs, at most ``--max-gpus``;
 * time: ``--speed`` x faster than the trace: waits, durations and minimum runtimes are divided
-  by it (``expected_duration`` is what the simulated fleet runs);
+  by it (``expected_duration`` is what the simulated fleet runs); when the trace runs out the
+  replay starts over from ``--start-day``;
 * contract: debug jobs (<= 2 GPUs, <= 15 min of work) declare 15 min; a seeded 10% are
   unallocated (min_runtime 0); the rest declare min(duration, 8 h); a seeded 80% are
   resumable; a budget without allocation on the chosen cluster submits unallocated work.
 
     manage.py demo_load [--speed 60] [--start-day 30.4] [--fraction 0.5] [--seed 0]
-                        [--failure-rate 1.0] [--once] [--limit N]
+                        [--failure-rate 1.0] [--once] [--limit N] [--from-start]
+
+A restarted load (after a crash, or a new ``make run``) carries on after the last job it
+submitted, instead of submitting the same morning again.
 
 Stops cleanly on SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations
 
+import itertools
 import signal
 import time
 
@@ -38,7 +43,42 @@ from django.db import close_old_connections
 from budgets.models import Allocation
 from fleet.models import Cluster
 from scheduler import services
+from scheduler.models import Workload
 from scheduler.replay import START_DAY, TRACE, Rule, read_jobs
+
+
+def timetable(jobs: list, start: float, speed: float, repeat: bool, resume_at: int = 0):
+    """``(due, job)``: when each job is submitted, in seconds from the replay's start. With
+    ``repeat`` the trace starts over, a minute after its last job, whenever it runs out (at
+    60x the trace's days 30 to 109 last 31 hours): the demo never goes quiet. ``resume_at``:
+    the first lap begins with that job, due at once (a restarted load carries on)."""
+    if not jobs:
+        return
+    lap = (jobs[-1].submit - start) / speed + 60
+    skipped = (jobs[resume_at].submit - start) / speed
+    for number in itertools.count() if repeat else range(1):
+        for job in jobs[resume_at:] if number == 0 else jobs:
+            yield number * lap + (job.submit - start) / speed - skipped, job
+
+
+def resume_index(jobs: list, clusters) -> int:
+    """Where a restarted load carries on: after the job of the last workload submitted on the
+    demo clusters, when that workload is one of this replay's (0: from the start)."""
+    last = (Workload.objects.filter(cluster__in=clusters).order_by("-submitted", "-pk")
+            .values_list("name", flat=True).first())
+    index = {f"{job.vc}/{job.job_id}": i for i, job in enumerate(jobs)}.get(last)
+    return 0 if index is None or index + 1 == len(jobs) else index + 1
+
+
+def wait_until(deadline: float, stopping: list, clock=time.monotonic, sleep=time.sleep) -> None:
+    """Sleep until ``clock()`` reaches ``deadline`` (or ``stopping`` fills), a second at most
+    at a time so that a signal is heard. The clock is read once per nap: the time left can
+    run out between two readings, and ``sleep`` refuses a negative length."""
+    while not stopping:
+        left = deadline - clock()
+        if left <= 0:
+            return
+        sleep(min(1.0, left))
 
 
 class Command(BaseCommand):
@@ -63,10 +103,13 @@ class Command(BaseCommand):
                             help="submit what is due in the first --window seconds and exit")
         parser.add_argument("--window", type=float, default=60.0)
         parser.add_argument("--limit", type=int, default=None, help="stop after N submissions")
+        parser.add_argument("--from-start", action="store_true",
+                            help="replay from --start-day even when an earlier run of the load "
+                                 "submitted some of it (default: carry on after its last job)")
 
     def handle(self, *args, **o):
         if not TRACE.exists():
-            raise CommandError(f"{TRACE} not found: the demo load reads the trace in place")
+            raise CommandError(f"{TRACE} not found: the demo load replays it")
         clusters = {c.name: c for c in Cluster.objects.filter(name__in=["h100", "b200"])}
         if "h100" not in clusters:
             raise CommandError("no demo clusters: run `manage.py seed_demo` first")
@@ -84,22 +127,25 @@ class Command(BaseCommand):
                         .values_list("node_id", "cluster__name"))
         start = o["start_day"] * 86400
         jobs = read_jobs(start, None, seed, o["fraction"])
+        resume_at = 0 if o["from_start"] else resume_index(jobs, clusters.values())
         self.stdout.write(
             f"demo load: {len(jobs)} jobs from {TRACE.name} day {o['start_day']:g} on, "
             f"{speed:g}x faster, seed {seed}; VCs -> leaves: none, each job draws its leaf "
             f"and member (weights {rule.describe()})"
+            + (f"; carrying on from job {resume_at + 1} ({jobs[resume_at].job_id}), after "
+               "the last one submitted" if resume_at else "")
         )
         stopping = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.append(True))
         began = time.monotonic()
         submitted = 0
-        for job in jobs:
-            due = (job.submit - start) / speed
+        for due, job in timetable(jobs, start, speed, repeat=not o["once"],
+                                  resume_at=resume_at):
             if o["once"] and due > o["window"]:
                 break
-            while not o["once"] and not stopping and time.monotonic() - began < due:
-                time.sleep(min(1.0, due - (time.monotonic() - began)))
+            if not o["once"]:
+                wait_until(began + due, stopping)
             if stopping:
                 break
             if not o["once"]:

@@ -1,0 +1,34 @@
+"""The navigation links only to pages the persona may open, and every one of them opens."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+ALL = ["Home", "Budgets", "Requests", "History", "Reports", "Dashboards", "What-if", "Workloads",
+       "Hosts"]
+
+
+def navigation(html: str) -> dict[str, str]:
+    nav = re.search(r"<nav>(.*?)</nav>", html, re.S).group(1)
+    return {re.sub(r"<.*?>|\s+\d+$", "", text).strip(): href
+            for href, text in re.findall(r'<a href="([^"]+)">(.*?)</a>', nav, re.S)}
+
+
+@pytest.mark.parametrize(
+    ("persona", "links"),
+    [
+        ("ceo", ALL),
+        ("pi", ALL),
+        ("lead", ALL),  # manages project A1: what-ifs of its subtree
+        ("researcher", [n for n in ALL if n != "What-if"]),
+        ("operator", [n for n in ALL if n not in ("Reports", "What-if")]),  # no budget of theirs
+        ("outsider", ["Home", "Workloads"]),
+    ],
+)
+def test_the_navigation_shows_what_the_persona_may_open(org, client_for, persona, links):
+    client = client_for(persona)
+    found = navigation(client.get(reverse("home")).content.decode())
+    assert list(found) == links
+    for name, href in found.items():
+        assert client.get(href, follow=True).status_code == 200, name
