@@ -6,6 +6,7 @@ SECRET_KEY         default: a random key generated once into var/secret_key
 DEBUG              default: off
 ALLOWED_HOSTS      default: localhost, 127.0.0.1
 TIMESHARE_VAR_DIR  default: var/ in the project root
+PROMETHEUS_URL     default: none (the Prometheus that scrapes the fleet's DCGM exporters)
 """
 
 import os
@@ -172,11 +173,21 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env.env_int("TIMESHARE_TICK_SECONDS", 5, minimum=1)),
         "options": {"expires": 30},
     },
+    "collect-utilization": {
+        "task": "scheduler.collect_utilization",
+        "schedule": float(env.env_int("TIMESHARE_TELEMETRY_SECONDS", 60, minimum=1)),
+        "options": {"expires": 120},
+    },
     "compact-occupancy-samples": {
         "task": "scheduler.compact_samples",
         "schedule": 3600.0,
     },
 }
+
+# GPU telemetry (fleet/telemetry): the Prometheus server that scrapes the DCGM exporters, and
+# the step of the busy fractions read from it.
+PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL", "")
+TELEMETRY_STEP_SECONDS = env.env_int("TIMESHARE_TELEMETRY_STEP", 60, minimum=1)
 
 LOGGING = {
     "version": 1,
