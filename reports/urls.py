@@ -14,6 +14,7 @@ urlpatterns = [
         name="node_review_csv",
     ),
     path("dashboards/", views.dashboards, name="dashboards"),
+    path("idle/", views.idle, name="idle"),
     path("dashboards/<slug:cluster>/", views.cluster_dashboard, name="cluster"),
     path("what-if/", views.what_if, name="what_if_default"),
     path("what-if/<slug:cluster>/", views.what_if, name="what_if"),

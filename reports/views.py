@@ -19,6 +19,7 @@ from reports import (
     budget_history,
     charts,
     fleet_statistics,
+    idle_allocations,
     pyramid,
     queue_statistics,
     review_report,
@@ -147,6 +148,19 @@ def dashboards(request):
             "figure_id": f"trend-{cluster.name}",
         })
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
+
+
+@login_required
+def idle(request):
+    """Idle allocations: live allocated runs flagged idle, per budget the user may see."""
+    visible = require_budget_rows(request.user)
+    now = timezone.now()
+    budgets = idle_allocations.idle_allocations(visible, now)
+    return render(request, "reports/idle.html", {
+        "budgets": budgets, "now": now,
+        "gpus": sum(b.gpus for b in budgets),
+        "idle_gpu_hours": sum(b.idle_gpu_hours for b in budgets),
+    })
 
 
 def _budget_card(request, cluster, tree, start, end, now, history):
