@@ -24,6 +24,7 @@ from reports import (
     queue_statistics,
     review_report,
     tasks,
+    users,
 )
 from reports.forms import PeriodForm, RangeForm, WhatIfForm
 from reports.models import WhatIf
@@ -76,7 +77,11 @@ def review(request, cluster=None, pk=None, fmt="html"):
     cells = review_report.table(rows)
     if fmt == "csv":
         return _csv(cluster, start, end, top, cells)
+    by_budget = users.user_rows(cluster, start, end)
     context = {
+        "top_users": users.top_users(by_budget, {row.node.pk: row.node.path for row in rows}),
+        "budget_users": [(row.node, by_budget[row.node.pk]) for row in rows
+                         if row.node.pk in by_budget],
         "cluster": cluster,
         "clusters": Cluster.objects.all(),
         "form": form,
