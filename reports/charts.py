@@ -193,3 +193,23 @@ def host_events(times: list, events: dict[str, list], span=None) -> dict:
     ]
     return _figure(_layout("Host failures, drains, repairs", barmode="stack",
                            xaxis=_span(span)), traces)
+
+
+def sparkline_points(values: list, width: float = 80.0, height: float = 20.0) -> list[str]:
+    """An inline SVG sparkline for a table cell: the values (oldest first) as polyline point
+    lists scaled into ``width`` x ``height`` from zero to the largest value; a missing value
+    (None) breaks the line."""
+    known = [v for v in values if v is not None]
+    top = max(known, default=0.0) or 1.0
+    step = width / max(1, len(values) - 1)
+    segments, current = [], []
+    for index, value in enumerate(values):
+        if value is None:
+            if current:
+                segments.append(current)
+            current = []
+            continue
+        current.append(f"{index * step:.1f},{height - height * value / top:.1f}")
+    if current:
+        segments.append(current)
+    return [" ".join(points) for points in segments]

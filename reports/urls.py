@@ -7,6 +7,7 @@ app_name = "reports"
 urlpatterns = [
     path("", views.review, name="review_default"),
     path("review/<slug:cluster>/", views.review, name="review"),
+    path("review/<slug:cluster>/trends/", views.review_trends, name="review_trends"),
     path("review/<slug:cluster>/report.csv", views.review, {"fmt": "csv"}, name="review_csv"),
     path("review/<slug:cluster>/nodes/<int:pk>/", views.review, name="node_review"),
     path(

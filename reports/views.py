@@ -24,6 +24,7 @@ from reports import (
     queue_statistics,
     review_report,
     tasks,
+    trends,
     users,
 )
 from reports.forms import PeriodForm, RangeForm, WhatIfForm
@@ -98,6 +99,42 @@ def review(request, cluster=None, pk=None, fmt="html"):
     }
     template = "reports/_review_table.html" if request.htmx else "reports/review.html"
     return render(request, template, context)
+
+
+@login_required
+def review_trends(request, cluster=None):
+    """The review over time and across clusters: period over period for every visible budget,
+    demand against supply per period, and the institute roll-up (reports.trends)."""
+    visible = require_budget_rows(request.user)
+    cluster = _cluster(cluster)
+    form = PeriodForm(request.GET or None)
+    start, end, period = form.bounds()
+    tree = accounting.Tree()
+    now = timezone.now()
+    history = trends.period_over_period(cluster, start, end, period, tree, now=now)
+    shown = [node for node in tree.nodes if node.pk in visible]
+    demand = trends.Trend("Demand / supply (x)", [f.demand_over_supply for f in history])
+    clusters = list(Cluster.objects.with_gpu_count())
+    institute = trends.institute(clusters, start, end, tree, visible, now=now,
+                                 reports={cluster.pk: history[-1].report})
+    context = {
+        "cluster": cluster,
+        "clusters": clusters,
+        "form": form,
+        "period": period,
+        "start": start,
+        "last_day": end - timedelta(days=1),
+        "query": request.GET.urlencode(),
+        "periods": [f.report.start for f in history],
+        "demand": (demand, charts.sparkline_points(demand.values)),
+        "nodes": [
+            (node, [(t, charts.sparkline_points(t.values))
+                    for t in trends.node_trends(history, node.pk)])
+            for node in shown
+        ],
+        "institute": institute,
+    }
+    return render(request, "reports/review_trends.html", context)
 
 
 def _lines(cluster, rows, cells, top, query):
