@@ -16,6 +16,7 @@ urlpatterns = [
     ),
     path("dashboards/", views.dashboards, name="dashboards"),
     path("idle/", views.idle, name="idle"),
+    path("preferences/", views.preferences, name="preferences"),
     path("dashboards/<slug:cluster>/", views.cluster_dashboard, name="cluster"),
     path("what-if/", views.what_if, name="what_if_default"),
     path("what-if/<slug:cluster>/", views.what_if, name="what_if"),

@@ -4,6 +4,8 @@ request only the fragment that changes (the table, the charts, the budgets card)
 import csv
 from datetime import timedelta
 
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -11,6 +13,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 
 from budgets.models import Allocation
 from fleet.models import Cluster
@@ -28,7 +31,7 @@ from reports import (
     users,
 )
 from reports.forms import PeriodForm, RangeForm, WhatIfForm
-from reports.models import WhatIf
+from reports.models import ReportSubscription, WhatIf
 from reports.permissions import (
     changeable_nodes,
     may_see_what_if,
@@ -190,6 +193,26 @@ def dashboards(request):
             "figure_id": f"trend-{cluster.name}",
         })
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def preferences(request):
+    """The scheduled review report: subscribed or not (the mail's unsubscribe link)."""
+    subscription = ReportSubscription.objects.filter(user=request.user).first()
+    subscribed = subscription is None or subscription.weekly_review
+    if request.method == "POST":
+        subscribed = request.POST.get("weekly_review") == "on"
+        ReportSubscription.objects.update_or_create(
+            user=request.user, defaults={"weekly_review": subscribed, "changed": timezone.now()}
+        )
+        messages.success(request, "You will receive the weekly review report." if subscribed
+                         else "You will no longer receive the weekly review report.")
+        return redirect("reports:preferences")
+    return render(request, "reports/preferences.html", {
+        "subscribed": subscribed, "day": settings.REVIEW_REPORT_DAY,
+        "hour": settings.REVIEW_REPORT_HOUR, "time_zone": settings.TIME_ZONE,
+    })
 
 
 @login_required
