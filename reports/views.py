@@ -250,9 +250,13 @@ def _budget_card(request, cluster, tree, start, end, now, history):
     siblings = sorted(tree.children.get(node.pk, []),
                       key=lambda n: standing.position.get(n.path, 0))
     rank = {child.pk: index + 1 for index, child in enumerate(siblings)}
+    used = accounting.utilization_by_budget(cluster, start, end)
+    measured = tree.subtree_sums({pk: b.measured for pk, b in used.items()})
+    busy = tree.subtree_sums({pk: b.busy for pk, b in used.items()})
     rows = [
         {
             "node": n,
+            "utilization": accounting.Busy(measured[n.pk], busy[n.pk]).fraction,
             "fraction": standing.tree.fraction(n.path),
             "ratio": percent(standing.ratio(n.path)),
             "rank": rank.get(n.pk),

@@ -147,3 +147,12 @@ def test_metrics_gauge_per_cluster_is_the_busy_fraction_now(busy_now):
 def test_metrics_leave_out_clusters_without_telemetry(busy_now):
     body = busy_now.client_for("operator").get("/metrics").content.decode()
     assert metric(body, "timeshare_gpu_utilization", "h100") is None
+
+
+def test_the_cluster_dashboard_budget_card_has_utilization(busy_now):
+    # proj-a1's recent run over the last week: (0 + 2880 + 960) / (7200 + 7200 + 1200)
+    response = busy_now.client_for("ceo").get(
+        reverse("reports:cluster", args=["h100"]) + f"?node={busy_now.proj_a1.pk}"
+    )
+    [row] = response.context["budget_nodes"]
+    assert row["utilization"] == pytest.approx(3840 / 15600)
