@@ -13,6 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import ClusterState, Preempt, Run
+from .traces import seeded_unit
+
+# An interactive session left open works for 10 to 40 minutes, then its GPUs sit idle.
+IDLE_AFTER = (600.0, 2400.0)
+
+
+def goes_idle_after(seed: int, workload_id: str, idle_share: float) -> float | None:
+    """Seconds into each of its runs after which a workload's GPUs go idle (a session left
+    open), for the seeded ``idle_share`` of workloads; None for the others (busy to the end).
+    The simulator's model of squatting."""
+    if idle_share <= 0 or seeded_unit(seed, "idle-session", workload_id) >= idle_share:
+        return None
+    low, high = IDLE_AFTER
+    return low + (high - low) * seeded_unit(seed, "idle-after", workload_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from .contract import ContractError, validate
+from .idle import IdlePolicy, goes_idle_after, idle_preemptions
 from .model import (
     BudgetTree,
     ClusterState,
@@ -83,7 +84,7 @@ RUNS_COLUMNS = (
 HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times
-_COMPLETE, _FAIL, _REPAIR, _WAKE = 0, 1, 2, 3
+_COMPLETE, _FAIL, _REPAIR, _WAKE, _IDLE = 0, 1, 2, 3, 4
 
 
 # --------------------------------------------------------------------------------- the ledger
@@ -241,6 +242,10 @@ class SimConfig:
     escalation_time: float = 86400.0
     checkpoint_interval: float = 3600.0
     until: float | None = None  # stop the clock here (runs still running / queued at the end)
+    # squatting (engine.idle): the seeded share of workloads whose GPUs go idle partway through
+    # each run, and the cluster idle policy that preempts them (None: off, as by default)
+    idle_share: float = 0.0
+    idle_policy: IdlePolicy | None = None
 
 
 # --------------------------------------------------------------------------------- simulator
@@ -302,6 +307,10 @@ class Simulator:
         self.last_ended: RunRecord | None = None
         self.notes: list[str] = []
         self.trace_description = ""
+        self.idle_since: dict[str, float] = {}  # workload id -> when its current run goes idle
+        self.idle_gpu_s = 0.0  # GPU-seconds held idle
+        self.idle_returned_gpu_s = 0.0  # GPU-seconds the idle policy took back from squatters
+        self.idle_preempted = 0
 
     # ---------------------------------------------------------------- events
     def _push(self, t: float, kind: int, key: str = "", num: int = 0) -> None:
@@ -387,6 +396,13 @@ class Simulator:
             self.unalloc_busy += w.gpus
             self.unalloc_unsignalled += 1
         self._push(now + rec.remaining, _COMPLETE, w.id, rec.runs)
+        after = goes_idle_after(self.config.seed, w.id, self.config.idle_share)
+        if after is not None:
+            self.idle_since[w.id] = now + after
+            policy = self.config.idle_policy
+            if policy is not None and w.min_runtime > 0:
+                due = max(now + after + policy.period, run.protected_until)
+                self._push(due, _IDLE, w.id, rec.runs)
 
     def _end_run(self, wid: str, now: float, end_reason: str) -> tuple[Run, JobRecord]:
         """Free a run's GPUs and close its record (kept as ``self.last_ended``)."""
@@ -398,6 +414,9 @@ class Simulator:
         w = run.workload
         span = now - run.started
         rec.run_s += span
+        idle_since = self.idle_since.pop(wid, None)
+        if idle_since is not None:
+            self.idle_gpu_s += w.gpus * max(0.0, now - idle_since)
         for host, idx in run.placement.slots:
             used = self.used[host]
             used.difference_update(idx)
@@ -431,6 +450,20 @@ class Simulator:
         rec.end_time = now
         rec.remaining = 0.0
         return True
+
+    def _idle(self, wid: str, num: int, now: float) -> bool:
+        """The idle policy's moment for a squatting run: preempt it if it still runs."""
+        run = self.running.get(wid)
+        if run is None or run.number != num or wid not in self.idle_since:
+            return False
+        state = self._state(now)
+        decisions = idle_preemptions(state, {run: self.idle_since[wid]}, self.config.idle_policy)
+        for d in decisions:
+            ends = run.started + self.jobs[wid].remaining
+            self.idle_returned_gpu_s += run.gpus * max(0.0, ends - (now + self.params.grace))
+            self.idle_preempted += 1
+            self._preempt(d, now, None, state)
+        return bool(decisions)
 
     def _preempt(self, d: Preempt, now: float, standing, state: ClusterState) -> None:
         run = d.run
@@ -676,6 +709,8 @@ class Simulator:
                 elif kind == _REPAIR:
                     self._repair_done(key, t)
                     changed = True
+                elif kind == _IDLE:
+                    changed |= self._idle(key, num, t)
                 else:
                     changed = True
             while i < n and jobs[i].submit_time <= t:
@@ -926,6 +961,11 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
         "requeues": sum(r.requeues for r in jobs),
         "holds": sim.holds,
         "gpu_hours_lost": {"preemption": lost_pre / 3600, "host_failure": lost_fail / 3600},
+        "idle": {"share": sim.config.idle_share,
+                 "policy": sim.config.idle_policy is not None,
+                 "gpu_hours_idle": sim.idle_gpu_s / 3600,
+                 "gpu_hours_returned": sim.idle_returned_gpu_s / 3600,
+                 "preempted": sim.idle_preempted},
         "occupancy": occupancy,
         "timeline": timeline,
         "window_bounds_s": bounds,
@@ -1153,6 +1193,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "to a human, fixed a day later)")
     g.add_argument("--checkpoint-interval", type=duration, default=3600.0,
                    help="resumable work checkpoints this often (work lost on a host death)")
+    g.add_argument("--idle-share", type=float, default=0.0,
+                   help="share of workloads whose GPUs go idle 10-40 min into each run "
+                        "(sessions left open)")
+    g.add_argument("--idle-policy", type=duration, default=None,
+                   help="preempt allocated runs idle this long once past their minimum "
+                        "runtime (the cluster idle policy; off by default)")
     g = ap.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the conversion rule and the failures: same seed, same results")
@@ -1188,7 +1234,9 @@ def config_from_args(a: argparse.Namespace) -> tuple[SimConfig, ConversionRule]:
     cfg = SimConfig(params=params, seed=a.seed, failure_rate=a.failure_rate,
                     repair_time=a.repair_time, soft_fraction=a.soft_fraction,
                     repair_fail=a.repair_fail, checkpoint_interval=a.checkpoint_interval,
-                    until=a.until)
+                    until=a.until, idle_share=a.idle_share,
+                    idle_policy=None if a.idle_policy is None
+                    else IdlePolicy(period=a.idle_policy, threshold=0.10))
     rule = ConversionRule(seed=a.seed, programs=a.programs, shares=a.shares_from,
                           users_per_budget=a.users_per_budget,
                           unallocated_fraction=a.unallocated_fraction,
