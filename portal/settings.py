@@ -212,6 +212,8 @@ SITE_URL = os.environ.get("TIMESHARE_SITE_URL", "http://localhost:8000").rstrip(
 # the step of the busy fractions read from it.
 PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL", "")
 TELEMETRY_STEP_SECONDS = env.env_int("TIMESHARE_TELEMETRY_STEP", 60, minimum=1)
+if 3600 % TELEMETRY_STEP_SECONDS:  # steps must not straddle the hourly rollups
+    raise env.BadSetting("TIMESHARE_TELEMETRY_STEP must divide an hour (3600 s), e.g. 15 or 60")
 
 LOGGING = {
     "version": 1,
