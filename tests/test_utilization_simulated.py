@@ -73,3 +73,15 @@ def test_a_cluster_without_telemetry_collects_nothing(lab):
 
     assert collect(lab.cluster, T0 + timedelta(minutes=30)) is None
     assert not UtilizationRollup.objects.exists()
+
+
+def test_the_beat_task_collects_every_cluster_that_reports_telemetry(lab):
+    from fleet.models import Cluster
+    from scheduler.tasks import collect_utilization
+
+    lab.cluster.telemetry = "simulated"
+    lab.cluster.save()
+    Cluster.objects.create(name="dark", gpu_type="H100")  # telemetry "none"
+
+    assert collect_utilization() == 1
+    assert TelemetryCursor.objects.get().cluster == lab.cluster
