@@ -112,6 +112,8 @@ def child(args) -> int:
         "review month": f"/reports/review/{cluster}/?period=month",
         "review quarter": f"/reports/review/{cluster}/?period=quarter",
         "review csv month": f"/reports/review/{cluster}/report.csv?period=month",
+        "review trends week": f"/reports/review/{cluster}/trends/?period=week",
+        "idle allocations": "/reports/idle/",
     }
     worst = 0.0
     for name, url in pages.items():

@@ -5,8 +5,8 @@ from fleet.models import Cluster, Host
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "gpu_type", "backend", "max_min_runtime", "window", "grace",
-                    "backend_error"]
+    list_display = ["name", "gpu_type", "backend", "telemetry", "max_min_runtime", "window",
+                    "grace", "preempt_idle", "backend_error"]
     list_filter = ["backend"]
     readonly_fields = ["backend_error", "backend_error_at"]
     fieldsets = [
@@ -20,6 +20,16 @@ class ClusterAdmin(admin.ModelAdmin):
                 "\"timeshare\", \"repair_command\": \"scontrol reboot {host}\"}; import the "
                 "hosts with <code>manage.py slurm_sync CLUSTER</code>. The grace period above "
                 "is the time between TERM and the cancel of a preempted job."
+            ),
+        }),
+        ("Utilization and idle GPUs", {
+            "fields": ["telemetry", "idle_threshold", "idle_period", "preempt_idle"],
+            "description": (
+                "Where GPU busy fractions come from: the simulated fleet's profiles, or "
+                "Prometheus scraping NVIDIA's dcgm-exporter (DCGM_FI_DEV_GPU_UTIL with Hostname "
+                "and gpu labels) at PROMETHEUS_URL, or backend_config[\"prometheus_url\"]. A "
+                "run below the idle threshold for the idle period is flagged idle; with "
+                "preempt_idle, allocated ones are preempted once past their minimum runtime."
             ),
         }),
     ]

@@ -59,6 +59,27 @@ class Cluster(models.Model):
     backend_error = models.CharField(max_length=1000, blank=True)
     backend_error_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
+    telemetry = models.CharField(
+        max_length=20,
+        choices=[("none", "Not reported"), ("simulated", "Simulated profiles"),
+                 ("prometheus", "Prometheus (DCGM exporter)")],
+        default="none",
+        help_text="Where GPU busy fractions come from (fleet/telemetry).",
+    )
+    # The idle rule: a run whose GPUs stay below idle_threshold busy for idle_period seconds
+    # is flagged idle (and, with preempt_idle, preempted once past its minimum runtime).
+    idle_threshold = models.FloatField(
+        default=0.10, validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text="Busy fraction below which a run's GPUs count as idle (0.10 = 10%).",
+    )
+    idle_period = models.PositiveIntegerField(
+        default=30 * 60, validators=[MinValueValidator(60), MaxValueValidator(7 * DAY)],
+        help_text="Seconds a run must stay idle before it is flagged.",
+    )
+    preempt_idle = models.BooleanField(
+        default=False,
+        help_text="Preempt allocated runs flagged idle once past their minimum runtime.",
+    )
 
     objects = ClusterQuerySet.as_manager()
 

@@ -141,7 +141,9 @@ def seed(since=None, now=None) -> dict[str, str]:
 
     clusters = {}
     for name, gpu_type, host_count, gpus, groups in CLUSTERS:
-        cluster, _ = Cluster.objects.get_or_create(name=name, defaults={"gpu_type": gpu_type})
+        cluster, _ = Cluster.objects.get_or_create(
+            name=name, defaults={"gpu_type": gpu_type, "telemetry": "simulated"}
+        )
         for index in range(host_count):
             Host.objects.get_or_create(
                 cluster=cluster,

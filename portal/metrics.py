@@ -16,9 +16,9 @@ import hmac
 import os
 import time
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -35,7 +35,7 @@ from fleet.permissions import can_operate
 from portal.api.authentication import BearerTokenAuthentication
 from reports.accounting import queue_stays
 from scheduler import status
-from scheduler.models import Event, OccupancySample, Run, Workload
+from scheduler.models import Event, OccupancySample, Run, UtilizationRollup, Workload
 from scheduler.tick_metrics import last_tick_seconds
 
 WAIT_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -159,6 +159,8 @@ class TimeshareCollector:
         yield fraction
         yield usage
 
+        yield from self._utilization(clusters, now)
+
         last_tick = GaugeMetricFamily(
             "timeshare_last_tick_timestamp_seconds", "When the loop last ticked the cluster",
             labels=["cluster"],
@@ -182,6 +184,43 @@ class TimeshareCollector:
             "timeshare_scrape_duration_seconds", "How long this scrape took to compute",
             value=time.perf_counter() - started,
         )
+
+    def _utilization(self, clusters, now):
+        """The GPU busy fraction of every run's GPUs over the current and the previous clock
+        hour (the pyramid's "now"), and the live runs flagged idle, per cluster that reports
+        telemetry."""
+        utilization = GaugeMetricFamily(
+            "timeshare_gpu_utilization", "GPU busy fraction (0-1) of the GPUs runs hold, from "
+            "the fleet's telemetry, over the current and the previous clock hour",
+            labels=["cluster"],
+        )
+        idle = GaugeMetricFamily(
+            "timeshare_idle_runs", "Live runs flagged idle (below the cluster's idle threshold "
+            "for its idle period)", labels=["cluster"],
+        )
+        since = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+        busy = {
+            cluster_id: (measured, used)
+            for cluster_id, measured, used in UtilizationRollup.objects.filter(
+                hour__gte=since, hour__lte=now
+            ).values("cluster_id").annotate(
+                measured=Sum("gpu_seconds"), used=Sum("busy_gpu_seconds")
+            ).values_list("cluster_id", "measured", "used").order_by()
+        }
+        flagged = dict(
+            Run.objects.filter(ended__isnull=True, idle_flagged_at__isnull=False)
+            .values("workload__cluster_id").annotate(n=Count("id"))
+            .values_list("workload__cluster_id", "n").order_by()
+        )
+        for cluster in clusters:
+            if cluster.telemetry == "none":
+                continue
+            measured, used = busy.get(cluster.pk, (0.0, 0.0))
+            if measured:
+                utilization.add_metric([cluster.name], used / measured)
+            idle.add_metric([cluster.name], flagged.get(cluster.pk, 0))
+        yield utilization
+        yield idle
 
     def _waits(self, clusters, now):
         family = HistogramMetricFamily(

@@ -6,10 +6,16 @@ SECRET_KEY         default: a random key generated once into var/secret_key
 DEBUG              default: off
 ALLOWED_HOSTS      default: localhost, 127.0.0.1
 TIMESHARE_VAR_DIR  default: var/ in the project root
+PROMETHEUS_URL     default: none (the Prometheus that scrapes the fleet's DCGM exporters)
+EMAIL_HOST         default: none, mail is printed on the console (EMAIL_PORT, EMAIL_HOST_USER,
+                   EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, DEFAULT_FROM_EMAIL)
+TIMESHARE_SITE_URL default: http://localhost:8000 (links in the mail)
 """
 
 import os
 from pathlib import Path
+
+from celery.schedules import crontab
 
 from portal import env
 
@@ -166,17 +172,48 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = env.env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # The live loop: every cluster ticks every TIMESHARE_TICK_SECONDS (submit and cancel also
 # ask for a tick at once).
+# The review report of the week just ended is mailed on this weekday (mon..sun, or 0 = Sunday
+# ... 6) at this hour (TIME_ZONE), by the beat (reports.delivery).
+REVIEW_REPORT_DAY = os.environ.get("TIMESHARE_REVIEW_REPORT_DAY", "mon")
+REVIEW_REPORT_HOUR = env.env_int("TIMESHARE_REVIEW_REPORT_HOUR", 7)
 CELERY_BEAT_SCHEDULE = {
     "tick-all-clusters": {
         "task": "scheduler.tick_all",
         "schedule": float(env.env_int("TIMESHARE_TICK_SECONDS", 5, minimum=1)),
         "options": {"expires": 30},
     },
+    "collect-utilization": {
+        "task": "scheduler.collect_utilization",
+        "schedule": float(env.env_int("TIMESHARE_TELEMETRY_SECONDS", 60, minimum=1)),
+        "options": {"expires": 120},
+    },
+    "send-review-reports": {
+        "task": "reports.send_review_reports",
+        "schedule": crontab(minute=0, hour=REVIEW_REPORT_HOUR, day_of_week=REVIEW_REPORT_DAY),
+    },
     "compact-occupancy-samples": {
         "task": "scheduler.compact_samples",
         "schedule": 3600.0,
     },
 }
+
+# Mail: the scheduled review report (reports.delivery). Without EMAIL_HOST, on the console.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = ("django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+                 else "django.core.mail.backends.console.EmailBackend")
+EMAIL_PORT = env.env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "timeshare@localhost")
+SITE_URL = os.environ.get("TIMESHARE_SITE_URL", "http://localhost:8000").rstrip("/")
+
+# GPU telemetry (fleet/telemetry): the Prometheus server that scrapes the DCGM exporters, and
+# the step of the busy fractions read from it.
+PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL", "")
+TELEMETRY_STEP_SECONDS = env.env_int("TIMESHARE_TELEMETRY_STEP", 60, minimum=1)
+if 3600 % TELEMETRY_STEP_SECONDS:  # steps must not straddle the hourly rollups
+    raise env.BadSetting("TIMESHARE_TELEMETRY_STEP must divide an hour (3600 s), e.g. 15 or 60")
 
 LOGGING = {
     "version": 1,

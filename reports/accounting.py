@@ -24,6 +24,9 @@ capacity, so nobody looks under-served by a future that has not happened.
 * Waits: the stays of workloads in the queue, from submission (or requeue) to start,
   cancellation or the end of the period (``queue_stays``).
 * Preemption facts: runs that ended preempted, and the GPU-time lost to it (``run_facts``).
+* Utilization: GPU-seconds the fleet's telemetry measured on the budget's runs (allocated and
+  unallocated) and their busy part, from the hourly ``UtilizationRollup`` (an hour counts
+  when it starts inside the period, like delivered GPU-h).
 
 The review report (``reports.review_report``) defines each figure as the pages print it.
 """
@@ -46,7 +49,14 @@ from fleet.models import CapacityRollup
 from reports.sql import Epoch, bucket_start, moment, time_bucket
 from scheduler.engine import fractions
 from scheduler.engine.contract import workload_class
-from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
+from scheduler.models import (
+    Event,
+    OccupancySample,
+    Run,
+    UsageRollup,
+    UtilizationRollup,
+    Workload,
+)
 
 HOUR = 3600.0
 
@@ -321,6 +331,50 @@ def delivered_by_bucket(cluster, start, end, kind: str) -> dict[tuple[int, datet
         .order_by()
     )
     return {(budget_id, bucket_start(at, kind)): total or 0.0 for budget_id, at, total in rows}
+
+
+@dataclass
+class Busy:
+    """GPU-seconds the telemetry measured and the busy part of them."""
+
+    measured: float = 0.0
+    busy: float = 0.0
+
+    @property
+    def fraction(self) -> float | None:
+        return self.busy / self.measured if self.measured else None
+
+    def __add__(self, other: Busy) -> Busy:
+        return Busy(self.measured + other.measured, self.busy + other.busy)
+
+
+def utilization_by_budget(cluster, start: datetime, end: datetime, allocated: bool | None = None
+                          ) -> dict[int, Busy]:
+    """Measured and busy GPU-seconds per budget id, from the utilization rollups of the hours
+    starting in [start, end); ``allocated``: only allocated (True) or unallocated runs."""
+    rows = UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    if allocated is not None:
+        rows = rows.filter(allocated=allocated)
+    return {
+        budget_id: Busy(measured or 0.0, busy or 0.0)
+        for budget_id, measured, busy in rows.values("budget_id").annotate(
+            measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds")
+        ).values_list("budget_id", "measured", "busy").order_by()
+    }
+
+
+def utilization_by_bucket(cluster, start, end, kind: str) -> dict[datetime, Busy]:
+    """The cluster's measured and busy GPU-seconds per bucket ("hour" or "day")."""
+    rows = (
+        UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+        .annotate(bucket=time_bucket("hour", kind))
+        .values("bucket")
+        .annotate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
+        .values_list("bucket", "measured", "busy")
+        .order_by()
+    )
+    return {bucket_start(at, kind): Busy(measured or 0.0, busy or 0.0)
+            for at, measured, busy in rows}
 
 
 @dataclass

@@ -19,6 +19,7 @@ COLORS = {
     "unavailable": "#b91c1c",
     "availability": "#15803d",
     "impact": "#b45309",
+    "utilization": "#7c3aed",
 }
 PALETTE = ["#2563eb", "#b45309", "#15803d", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#dc2626"]
 
@@ -68,7 +69,8 @@ def _round(values: list, digits: int = 2) -> list:
 
 
 def pyramid_trend(days: list, series: dict[str, list], span=None) -> dict:
-    """Daily availability, occupancy (allocated, unallocated) and impact, in percent; the
+    """Daily availability, occupancy (allocated, unallocated), impact and utilization (when
+    the fleet reports it), in percent; the
     x-axis spans the days shown (``span``, else the first day to the end of the last)."""
     if span is None and days:
         span = (days[0], days[-1] + timedelta(days=1))
@@ -81,7 +83,9 @@ def pyramid_trend(days: list, series: dict[str, list], span=None) -> dict:
             ("occupancy_allocated", "Occupancy: allocated", COLORS["allocated"]),
             ("occupancy_unallocated", "Occupancy: unallocated", COLORS["unallocated"]),
             ("impact", "Impact", COLORS["impact"]),
+            ("utilization", "Utilization", COLORS["utilization"]),
         ]
+        if key != "utilization" or any(v is not None for v in series.get(key, ()))
     ]
     return _figure(_layout("Last 14 days", yaxis={"ticksuffix": "%", "range": [0, 105]},
                            xaxis=_span(span)), traces)
@@ -189,3 +193,23 @@ def host_events(times: list, events: dict[str, list], span=None) -> dict:
     ]
     return _figure(_layout("Host failures, drains, repairs", barmode="stack",
                            xaxis=_span(span)), traces)
+
+
+def sparkline_points(values: list, width: float = 80.0, height: float = 20.0) -> list[str]:
+    """An inline SVG sparkline for a table cell: the values (oldest first) as polyline point
+    lists scaled into ``width`` x ``height`` from zero to the largest value; a missing value
+    (None) breaks the line."""
+    known = [v for v in values if v is not None]
+    top = max(known, default=0.0) or 1.0
+    step = width / max(1, len(values) - 1)
+    segments, current = [], []
+    for index, value in enumerate(values):
+        if value is None:
+            if current:
+                segments.append(current)
+            current = []
+            continue
+        current.append(f"{index * step:.1f},{height - height * value / top:.1f}")
+    if current:
+        segments.append(current)
+    return [" ".join(points) for points in segments]

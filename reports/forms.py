@@ -93,6 +93,7 @@ class WhatIfForm(forms.Form):
     max_min_runtime_hours = forms.FloatField(min_value=0, max_value=168,
                                              label="Maximum min_runtime (hours)")
     hysteresis = forms.FloatField(min_value=0, max_value=10)
+    preempt_idle = forms.BooleanField(required=False, label="Preempt idle allocated runs")
 
     def __init__(self, *args, cluster, nodes, shares: dict[int, int], **kwargs):
         super().__init__(*args, **kwargs)
@@ -100,6 +101,7 @@ class WhatIfForm(forms.Form):
         self.fields["window_days"].initial = round(cluster.window / 86400, 3)
         self.fields["max_min_runtime_hours"].initial = round(cluster.max_min_runtime / 3600, 3)
         self.fields["hysteresis"].initial = cluster.hysteresis
+        self.fields["preempt_idle"].initial = cluster.preempt_idle
         for node in nodes:
             self.fields[f"shares_{node.pk}"] = forms.IntegerField(
                 min_value=0, max_value=1_000_000, required=False, label=node.path,
@@ -121,5 +123,6 @@ class WhatIfForm(forms.Form):
             "window": round(data["window_days"] * 86400),
             "max_min_runtime": round(data["max_min_runtime_hours"] * 3600),
             "hysteresis": data["hysteresis"],
+            "preempt_idle": data["preempt_idle"],
             "shares": changed,
         }

@@ -40,3 +40,37 @@ class WhatIf(models.Model):
     @property
     def active(self) -> bool:
         return self.state in (self.State.QUEUED, self.State.RUNNING)
+
+
+class ReportSubscription(models.Model):
+    """A user's choice about the scheduled review report. No row: subscribed (every manager
+    gets the report of their subtree); the unsubscribe link leads to the page that writes
+    this row. The notification preferences of other messages live elsewhere."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                primary_key=True, related_name="report_subscription")
+    weekly_review = models.BooleanField(default=True)
+    changed = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"{self.user_id}: {'subscribed' if self.weekly_review else 'unsubscribed'}"
+
+
+class ReportDelivery(models.Model):
+    """The review report of one period sent to one user: the row is the claim (created before
+    sending, unique per user and period), so two beat workers never send it twice."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+")
+    period_start = models.DateTimeField()
+    sent = models.DateTimeField(default=timezone.now)
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "period_start"],
+                                    name="one_review_delivery_per_user_and_period"),
+        ]
+
+    def __str__(self):
+        return f"review of {self.period_start:%Y-%m-%d} to {self.user_id}"

@@ -1,6 +1,11 @@
 """The four metrics of a cluster (the pyramid): availability, occupancy (allocated and
 unallocated), impact and utilization, now, over a stretch of time and day by day; and the
-occupancy series the dashboards chart."""
+occupancy series the dashboards chart.
+
+Utilization, the top of the pyramid, is the GPU busy fraction the fleet's telemetry reports
+(busy / measured GPU-seconds of every run, from the hourly utilization rollups), and the
+useful GPU-hours it makes of the delivered ones: delivered GPU-hours x busy fraction. "Now" is
+the current and the previous clock hour of rollups."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from reports.accounting import (
+    Busy,
     Capacity,
     Tree,
     buckets,
@@ -21,10 +27,11 @@ from reports.accounting import (
     queue_stays,
     seconds,
     share_segments,
+    utilization_by_bucket,
 )
 from reports.review_report import Report, budget_report, impact, weighted_impact
 from reports.sql import bucket_start, time_bucket
-from scheduler.models import OccupancySample
+from scheduler.models import OccupancySample, UtilizationRollup
 
 
 def occupancy_series(cluster, start: datetime, end: datetime, kind: str) -> list[dict]:
@@ -65,7 +72,8 @@ class Pyramid:
     occupancy_allocated: float | None
     occupancy_unallocated: float | None
     impact: float | None
-    utilization: float | None = None  # the simulated fleet reports no GPU busy fraction
+    utilization: float | None = None  # None: the fleet reports no GPU busy fraction
+    useful_gpu_hours: float | None = None  # delivered GPU-hours x busy fraction
 
     @property
     def occupancy(self) -> float | None:
@@ -74,48 +82,75 @@ class Pyramid:
         return self.occupancy_allocated + self.occupancy_unallocated
 
 
-def pyramid_from_samples(total, available, allocated, unallocated, impact_value) -> Pyramid:
+def pyramid_from_samples(total, available, allocated, unallocated, impact_value,
+                         busy: Busy | None = None, delivered_h: float | None = None
+                         ) -> Pyramid:
+    utilization = busy.fraction if busy else None
     return Pyramid(
         availability=available / total if total else None,
         occupancy_allocated=allocated / available if available else None,
         occupancy_unallocated=unallocated / available if available else None,
         impact=impact_value,
+        utilization=utilization,
+        useful_gpu_hours=(None if utilization is None or delivered_h is None
+                          else delivered_h * utilization),
     )
+
+
+def report_busy(report: Report) -> tuple[Busy, float]:
+    """The cluster's measured and busy GPU-seconds and delivered GPU-hours: the root rows'
+    subtotals of the budget report."""
+    roots = [row for row in report.rows if row.depth == 0]
+    return sum((row.busy for row in roots), Busy()), sum(row.delivered_h for row in roots)
 
 
 def pyramid(cluster, start: datetime, end: datetime, tree: Tree, now=None,
             report: Report | None = None) -> Pyramid:
     """Availability and occupancy as ratios of summed samples (time-weighted: ticks are even);
-    impact from the budget report of the same stretch."""
+    impact and utilization from the budget report of the same stretch."""
     sums = OccupancySample.objects.filter(cluster=cluster, at__gte=start, at__lt=end).aggregate(
         total=Sum("total"), available=Sum("available"), allocated=Sum("allocated"),
         unallocated=Sum("unallocated"),
     )
     report = report or budget_report(cluster, start, end, now=now, tree=tree)
+    busy, delivered_h = report_busy(report)
     return pyramid_from_samples(
         sums["total"] or 0, sums["available"] or 0, sums["allocated"] or 0,
-        sums["unallocated"] or 0, impact(report.rows),
+        sums["unallocated"] or 0, impact(report.rows), busy, delivered_h,
     )
+
+
+def recent_busy(cluster, now: datetime) -> Busy:
+    """Measured and busy GPU-seconds of the current and the previous clock hour."""
+    since = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    sums = UtilizationRollup.objects.filter(
+        cluster=cluster, hour__gte=since, hour__lte=now
+    ).aggregate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
+    return Busy(sums["measured"] or 0.0, sums["busy"] or 0.0)
 
 
 def latest_pyramid(cluster, tree: Tree, now=None, report: Report | None = None
                    ) -> tuple[Pyramid, datetime | None]:
     """Now: the last sample's occupancy; impact over the cluster's fair-share window
-    (``report``: the budget report of that window, when the caller has it already)."""
+    (``report``: the budget report of that window, when the caller has it already);
+    utilization over the current and the previous clock hour."""
     now = now or timezone.now()
     last = OccupancySample.objects.filter(cluster=cluster, at__lte=now).order_by("-at").first()
     report = report or budget_report(
         cluster, now - timedelta(seconds=cluster.window), now, now=now, tree=tree
     )
+    busy = recent_busy(cluster, now)
     if last is None:
-        return Pyramid(None, None, None, impact(report.rows)), None
+        return Pyramid(None, None, None, impact(report.rows), busy.fraction), None
     return pyramid_from_samples(
-        last.total, last.available, last.allocated, last.unallocated, impact(report.rows)
+        last.total, last.available, last.allocated, last.unallocated, impact(report.rows),
+        busy,
     ), last.at
 
 
 def pyramid_trend(cluster, tree: Tree, now: datetime, days: int) -> dict:
-    """Daily availability, occupancy and impact over the last `days` days, today included."""
+    """Daily availability, occupancy, impact and utilization over the last `days` days, today
+    included."""
     end = timezone.make_aware(
         datetime.combine(timezone.localdate(now) + timedelta(days=1), datetime.min.time())
     )
@@ -129,6 +164,7 @@ def pyramid_trend(cluster, tree: Tree, now: datetime, days: int) -> dict:
     for (budget_id, bucket), total in delivered_by_bucket(cluster, start, end, "day").items():
         delivered[bucket][budget_id] = total
     stays = queue_stays(cluster, start, end, allocated_only=True)
+    busy_by_day = utilization_by_bucket(cluster, start, end, "day")
     leaves = [node.pk for node in tree.nodes if tree.is_leaf(node)]
     out: dict[str, list] = defaultdict(list)
     for t in times:
@@ -141,6 +177,7 @@ def pyramid_trend(cluster, tree: Tree, now: datetime, days: int) -> dict:
         out["occupancy_unallocated"].append(
             point["unallocated"] / available if available else None
         )
+        out["utilization"].append(busy_by_day.get(t, Busy()).fraction)
         if b <= t:
             out["impact"].append(None)
             continue

@@ -35,6 +35,9 @@ The figures, computed by ``reports.accounting``:
 * GPU-h lost to preemption, counted in the period the run ended: for a non-resumable run its
   whole GPU-time (its work is gone); for a resumable run the grace period from the signal to
   the stop (time spent checkpointing instead of computing).
+* Utilization = busy / measured GPU-seconds of the budget's runs (allocated and unallocated),
+  from the hourly utilization rollups of the fleet's telemetry; empty when the fleet reports
+  none.
 * Impact (dashboards): over leaf budgets with demand, min(1, attainment) averaged with the
   budgets' time-weighted fractions as weights (capped so one budget's use of idle capacity
   cannot hide another's shortfall).
@@ -44,7 +47,7 @@ The figures, computed by ``reports.accounting``:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.utils import timezone
@@ -52,6 +55,7 @@ from django.utils import timezone
 from budgets.models import BudgetNode
 from reports.accounting import (
     HOUR,
+    Busy,
     Capacity,
     Tree,
     delivered_seconds,
@@ -62,6 +66,7 @@ from reports.accounting import (
     run_facts,
     seconds,
     share_segments,
+    utilization_by_budget,
 )
 
 DEFINITIONS = [
@@ -78,6 +83,8 @@ DEFINITIONS = [
     ("Preemptions", "runs ended by preemption in the period"),
     ("GPU-h lost", "non-resumable preempted runs: all their GPU-time; resumable ones: the grace "
      "period from signal to stop"),
+    ("Utilization", "GPU busy fraction the fleet's telemetry reports for the budget's runs: busy "
+     "/ measured GPU-hours (hourly utilization rollups); empty when the fleet reports none"),
 ]
 
 
@@ -96,6 +103,11 @@ class ReportRow:
     waits: list[float]  # seconds
     preemptions: int
     lost_h: float
+    busy: Busy = field(default_factory=Busy)
+
+    @property
+    def utilization(self) -> float | None:
+        return self.busy.fraction
 
     @property
     def attainment(self) -> float | None:
@@ -143,6 +155,9 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
     unallocated = tree.subtree_sums(facts.unallocated_seconds)
     preemptions = tree.subtree_sums(facts.preemptions)
     lost = tree.subtree_sums(facts.lost_seconds)
+    used = utilization_by_budget(cluster, start, end)
+    measured = tree.subtree_sums({pk: b.measured for pk, b in used.items()})
+    busy = tree.subtree_sums({pk: b.busy for pk, b in used.items()})
     pending: dict[int, float] = defaultdict(float)
     waits: dict[int, list[float]] = defaultdict(list)
     s0, s1, s_end = start.timestamp(), until.timestamp(), end.timestamp()
@@ -170,6 +185,7 @@ def budget_report(cluster, start: datetime, end: datetime, now: datetime | None 
                 waits=waits_sub[pk],
                 preemptions=int(preemptions[pk]),
                 lost_h=lost[pk] / HOUR,
+                busy=Busy(measured[pk], busy[pk]),
             )
         )
     return Report(cluster, start, end, until, rows, capacity.gpu_seconds(start, until) / HOUR)
@@ -191,6 +207,7 @@ COLUMNS = [
     ("waits", "Starts"),
     ("preemptions", "Preemptions"),
     ("lost", "GPU-h lost"),
+    ("utilization", "Utilization %"),
 ]
 
 
@@ -218,6 +235,7 @@ def table(rows: list[ReportRow]) -> list[list[str]]:
             str(len(row.waits)),
             str(row.preemptions),
             _num(row.lost_h),
+            _num(None if row.utilization is None else 100 * row.utilization),
         ])
     return out
 

@@ -1,4 +1,4 @@
-"""Celery tasks of the reports: the what-if replay."""
+"""Celery tasks of the reports: the what-if replay and the weekly review report mail."""
 
 from __future__ import annotations
 
@@ -38,3 +38,11 @@ def run_what_if(what_if_id: int) -> str:
         state=WhatIf.State.DONE, progress=1.0, result=result, finished=timezone.now()
     )
     return "done"
+
+
+@shared_task(name="reports.send_review_reports", ignore_result=True)
+def send_review_reports() -> int:
+    """The beat's weekly review report mail (reports.delivery)."""
+    from reports.delivery import send_review_reports as send
+
+    return send()

@@ -7,6 +7,7 @@ app_name = "reports"
 urlpatterns = [
     path("", views.review, name="review_default"),
     path("review/<slug:cluster>/", views.review, name="review"),
+    path("review/<slug:cluster>/trends/", views.review_trends, name="review_trends"),
     path("review/<slug:cluster>/report.csv", views.review, {"fmt": "csv"}, name="review_csv"),
     path("review/<slug:cluster>/nodes/<int:pk>/", views.review, name="node_review"),
     path(
@@ -14,6 +15,8 @@ urlpatterns = [
         name="node_review_csv",
     ),
     path("dashboards/", views.dashboards, name="dashboards"),
+    path("idle/", views.idle, name="idle"),
+    path("preferences/", views.preferences, name="preferences"),
     path("dashboards/<slug:cluster>/", views.cluster_dashboard, name="cluster"),
     path("what-if/", views.what_if, name="what_if_default"),
     path("what-if/<slug:cluster>/", views.what_if, name="what_if"),

@@ -4,6 +4,8 @@ request only the fragment that changes (the table, the charts, the budgets card)
 import csv
 from datetime import timedelta
 
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -11,6 +13,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 
 from budgets.models import Allocation
 from fleet.models import Cluster
@@ -19,13 +22,16 @@ from reports import (
     budget_history,
     charts,
     fleet_statistics,
+    idle_allocations,
     pyramid,
     queue_statistics,
     review_report,
     tasks,
+    trends,
+    users,
 )
 from reports.forms import PeriodForm, RangeForm, WhatIfForm
-from reports.models import WhatIf
+from reports.models import ReportSubscription, WhatIf
 from reports.permissions import (
     changeable_nodes,
     may_see_what_if,
@@ -75,7 +81,11 @@ def review(request, cluster=None, pk=None, fmt="html"):
     cells = review_report.table(rows)
     if fmt == "csv":
         return _csv(cluster, start, end, top, cells)
+    by_budget = users.user_rows(cluster, start, end)
     context = {
+        "top_users": users.top_users(by_budget, {row.node.pk: row.node.path for row in rows}),
+        "budget_users": [(row.node, by_budget[row.node.pk]) for row in rows
+                         if row.node.pk in by_budget],
         "cluster": cluster,
         "clusters": Cluster.objects.all(),
         "form": form,
@@ -92,6 +102,42 @@ def review(request, cluster=None, pk=None, fmt="html"):
     }
     template = "reports/_review_table.html" if request.htmx else "reports/review.html"
     return render(request, template, context)
+
+
+@login_required
+def review_trends(request, cluster=None):
+    """The review over time and across clusters: period over period for every visible budget,
+    demand against supply per period, and the institute roll-up (reports.trends)."""
+    visible = require_budget_rows(request.user)
+    cluster = _cluster(cluster)
+    form = PeriodForm(request.GET or None)
+    start, end, period = form.bounds()
+    tree = accounting.Tree()
+    now = timezone.now()
+    history = trends.period_over_period(cluster, start, end, period, tree, now=now)
+    shown = [node for node in tree.nodes if node.pk in visible]
+    demand = trends.Trend("Demand / supply (x)", [f.demand_over_supply for f in history])
+    clusters = list(Cluster.objects.with_gpu_count())
+    institute = trends.institute(clusters, start, end, tree, visible, now=now,
+                                 reports={cluster.pk: history[-1].report})
+    context = {
+        "cluster": cluster,
+        "clusters": clusters,
+        "form": form,
+        "period": period,
+        "start": start,
+        "last_day": end - timedelta(days=1),
+        "query": request.GET.urlencode(),
+        "periods": [f.report.start for f in history],
+        "demand": (demand, charts.sparkline_points(demand.values)),
+        "nodes": [
+            (node, [(t, charts.sparkline_points(t.values))
+                    for t in trends.node_trends(history, node.pk)])
+            for node in shown
+        ],
+        "institute": institute,
+    }
+    return render(request, "reports/review_trends.html", context)
 
 
 def _lines(cluster, rows, cells, top, query):
@@ -149,6 +195,39 @@ def dashboards(request):
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
 
 
+@login_required
+@require_http_methods(["GET", "POST"])
+def preferences(request):
+    """The scheduled review report: subscribed or not (the mail's unsubscribe link)."""
+    subscription = ReportSubscription.objects.filter(user=request.user).first()
+    subscribed = subscription is None or subscription.weekly_review
+    if request.method == "POST":
+        subscribed = request.POST.get("weekly_review") == "on"
+        ReportSubscription.objects.update_or_create(
+            user=request.user, defaults={"weekly_review": subscribed, "changed": timezone.now()}
+        )
+        messages.success(request, "You will receive the weekly review report." if subscribed
+                         else "You will no longer receive the weekly review report.")
+        return redirect("reports:preferences")
+    return render(request, "reports/preferences.html", {
+        "subscribed": subscribed, "day": settings.REVIEW_REPORT_DAY,
+        "hour": settings.REVIEW_REPORT_HOUR, "time_zone": settings.TIME_ZONE,
+    })
+
+
+@login_required
+def idle(request):
+    """Idle allocations: live allocated runs flagged idle, per budget the user may see."""
+    visible = require_budget_rows(request.user)
+    now = timezone.now()
+    budgets = idle_allocations.idle_allocations(visible, now)
+    return render(request, "reports/idle.html", {
+        "budgets": budgets, "now": now,
+        "gpus": sum(b.gpus for b in budgets),
+        "idle_gpu_hours": sum(b.idle_gpu_hours for b in budgets),
+    })
+
+
 def _budget_card(request, cluster, tree, start, end, now, history):
     visible = visible_node_ids(request.user)
     if not visible:
@@ -171,9 +250,13 @@ def _budget_card(request, cluster, tree, start, end, now, history):
     siblings = sorted(tree.children.get(node.pk, []),
                       key=lambda n: standing.position.get(n.path, 0))
     rank = {child.pk: index + 1 for index, child in enumerate(siblings)}
+    used = accounting.utilization_by_budget(cluster, start, end)
+    measured = tree.subtree_sums({pk: b.measured for pk, b in used.items()})
+    busy = tree.subtree_sums({pk: b.busy for pk, b in used.items()})
     rows = [
         {
             "node": n,
+            "utilization": accounting.Busy(measured[n.pk], busy[n.pk]).fraction,
             "fraction": standing.tree.fraction(n.path),
             "ratio": percent(standing.ratio(n.path)),
             "rank": rank.get(n.pk),

@@ -34,9 +34,10 @@ from fleet.models import Cluster
 from reports import accounting, review_report
 from reports.sql import Epoch
 from scheduler.engine import Params
+from scheduler.engine.idle import IdlePolicy
 from scheduler.engine.simulate import SimConfig, Simulator
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
-from scheduler.models import Run, Workload
+from scheduler.models import Event, Run, Workload
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -90,11 +91,16 @@ def _every_half_second(progress: Callable[[float], None]) -> Callable[[float], N
 
 
 def replay(jobs, shares: dict[str, float], cluster: Cluster, params: Params, horizon: float,
-           progress: Callable[[float], None]) -> dict:
+           progress: Callable[[float], None], idle_share: float = 0.0,
+           preempt_idle: bool = False) -> dict:
     hosts = list(cluster.hosts.order_by("name").values_list("name", "gpus", "group"))
     spec = ClusterSpec([HostSpec(name, gpus, group) for name, gpus, group in hosts],
                        source=cluster.name)
-    sim = Simulator(jobs, shares, spec, SimConfig(params=params, until=horizon))
+    policy = IdlePolicy(float(cluster.idle_period), cluster.idle_threshold)
+    sim = Simulator(jobs, shares, spec, SimConfig(
+        params=params, until=horizon, idle_share=idle_share,
+        idle_policy=policy if preempt_idle else None,
+    ))
     # the simulator's own progress hook: its clock over the horizon, every 1% at most
     result = sim.run(progress=_every_half_second(progress))
     summary = result.summary
@@ -119,7 +125,21 @@ def replay(jobs, shares: dict[str, float], cluster: Cluster, params: Params, hor
         "never_started": summary["never_started"],
         "refused": summary["refused"],
         "clamped": summary["min_runtime_clamped"],
+        "idle_h": summary["idle"]["gpu_hours_idle"],
+        "idle_returned_h": summary["idle"]["gpu_hours_returned"],
     }
+
+
+def idle_share(cluster: Cluster, start: datetime, end: datetime, jobs: int) -> float:
+    """The share of the period's workloads the idle rule flagged (an idle event on their
+    timeline): the replays make that share of workloads sessions left open (seeded, so not
+    necessarily the same ones)."""
+    if not jobs:
+        return 0.0
+    flagged = (Event.objects.filter(workload__cluster=cluster, kind=Event.Kind.IDLE,
+                                    at__gte=start, at__lt=end)
+               .values("workload_id").distinct().count())
+    return min(1.0, flagged / jobs)
 
 
 def _waits(values: list[float]) -> dict:
@@ -168,11 +188,13 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
                  if path in by_path}
     changed = shares_by_path(tree.nodes, allocations, overrides)
     jobs, skipped = trace_jobs(cluster, start, now)
+    idle = idle_share(cluster, start, now, len(jobs))
     as_is = replay(jobs, today, cluster, params_for(cluster), horizon,
-                   lambda p: progress(0.5 * p))
+                   lambda p: progress(0.5 * p), idle, cluster.preempt_idle)
     progress(0.5)
     what = replay(jobs, changed, cluster, params_for(cluster, wanted), horizon,
-                  lambda p: progress(0.5 + 0.5 * p))
+                  lambda p: progress(0.5 + 0.5 * p), idle,
+                  bool(wanted.get("preempt_idle", cluster.preempt_idle)))
     return {
         "start": start.isoformat(),
         "end": now.isoformat(),
@@ -180,10 +202,11 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
         "skipped": skipped,
         "params": {
             "as_is": {"window": cluster.window, "max_min_runtime": cluster.max_min_runtime,
-                      "hysteresis": cluster.hysteresis},
+                      "hysteresis": cluster.hysteresis, "preempt_idle": cluster.preempt_idle},
             "what_if": {key: wanted.get(key, getattr(cluster, key))
-                        for key in ("window", "max_min_runtime", "hysteresis")},
+                        for key in ("window", "max_min_runtime", "hysteresis", "preempt_idle")},
         },
+        "idle_share": idle,
         "shares": {"as_is": today, "what_if": changed},
         "actual": actual(cluster, start, now, now),
         "as_is": as_is,

@@ -52,6 +52,7 @@ from scheduler.engine import (
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
+from scheduler.engine.idle import IdlePolicy, idle_preemptions
 from scheduler.engine_views import budget_tree, engine_params
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 
@@ -531,6 +532,7 @@ class _Tick:
 
     def scheduling(self) -> None:
         state = self.build_state()
+        self.preempt_idle(state)
         for _ in range(MAX_PASSES):
             self.report.states.append(_copy_state(state))
             result = schedule(state, self.tree, self.params)
@@ -539,6 +541,22 @@ class _Tick:
             if not any(isinstance(d, CHANGES) for d in result.decisions):
                 break  # a fixed point: a tick at the same instant would decide the same
         self.queue(result)
+
+    def preempt_idle(self, state: ClusterState) -> None:
+        """The cluster's idle policy (off by default): signal allocated runs flagged idle by
+        the utilization collection once past their minimum runtime (scheduler.engine.idle)."""
+        if not self.cluster.preempt_idle:
+            return
+        idle_since = {
+            er: run.idle_since.timestamp()
+            for er in state.running
+            if (run := self.engine_runs[id(er)]).idle_flagged_at and run.idle_since
+        }
+        policy = IdlePolicy(float(self.cluster.idle_period), self.cluster.idle_threshold)
+        idle = Pass(decisions=list(idle_preemptions(state, idle_since, policy)))
+        if idle.decisions:
+            self.report.passes.append(idle)
+            self.apply(idle, state)
 
     def _number_new_runs(self) -> None:
         """Run numbers continue each workload's series (one query for all new runs)."""

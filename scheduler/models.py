@@ -96,6 +96,10 @@ class Run(models.Model):
     backend_id = models.CharField(max_length=100, blank=True, help_text="e.g. the Slurm job id")
     # Usage is charged into hourly rollups up to this moment, so a tick never charges twice.
     accounted_until = models.DateTimeField()
+    # The idle rule (scheduler.utilization): since when its GPUs have stayed below the
+    # cluster's threshold, and when the run was flagged idle (None once busy again).
+    idle_since = models.DateTimeField(null=True, blank=True)
+    idle_flagged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["workload", "number"]
@@ -144,6 +148,7 @@ class Event(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         HELD = "held", "Hosts reserved"
+        IDLE = "idle", "GPUs idle"
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -203,3 +208,48 @@ class OccupancySample(models.Model):
         return f"{self.cluster_id} {self.at:%Y-%m-%d %H:%M:%S}"
 
 
+
+
+class UtilizationRollup(models.Model):
+    """How busy a run's GPUs were per clock hour, from the fleet's telemetry: GPU-seconds the
+    telemetry measured and the busy part of them. Budgets, users, clusters and periods sum
+    these rows (with the budget and cluster kept here, as in ``UsageRollup``), never the raw
+    samples."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="utilization")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    budget = models.ForeignKey("budgets.BudgetNode", on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="+")
+    allocated = models.BooleanField()
+    hour = models.DateTimeField()
+    gpu_seconds = models.FloatField(default=0, help_text="GPU-seconds with telemetry")
+    busy_gpu_seconds = models.FloatField(default=0)
+    memory_mib_max = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "hour"], name="one_utilization_per_run_hour"),
+        ]
+        indexes = [models.Index(fields=["cluster", "hour"], name="utilization_cluster_hour")]
+
+    def __str__(self):
+        return f"run {self.run_id} {self.hour:%Y-%m-%d %H}h"
+
+    @property
+    def busy(self) -> float | None:
+        return self.busy_gpu_seconds / self.gpu_seconds if self.gpu_seconds else None
+
+
+class TelemetryCursor(models.Model):
+    """Up to when a cluster's telemetry has been read into the utilization rollups. A
+    collection claims its stretch by moving ``until`` from the value it read (a conditional
+    UPDATE), so two workers never charge the same stretch twice."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True,
+                                   related_name="+")
+    until = models.DateTimeField()
+    error = models.CharField(max_length=500, blank=True)
+
+    def __str__(self):
+        return f"{self.cluster_id} read to {self.until:%Y-%m-%d %H:%M:%S}"

@@ -80,3 +80,20 @@ def request_tick(cluster_id: int) -> None:
 def tick_on_host_change(sender, cluster_id: int, **kwargs) -> None:
     """A host was drained, returned or repaired: its cluster's work moves at once."""
     request_tick(cluster_id)
+
+
+@shared_task(name="scheduler.collect_utilization", ignore_result=True)
+def collect_utilization() -> int:
+    """Read every cluster's GPU telemetry into the utilization rollups (scheduler.utilization)."""
+    from django.utils import timezone
+
+    from scheduler.utilization import collect
+
+    now = timezone.now()
+    collected = 0
+    for cluster in Cluster.objects.exclude(telemetry="none"):
+        try:
+            collected += collect(cluster, now) is not None
+        except Exception:  # one cluster's bad telemetry never stops the others
+            log.exception("cluster %s: utilization collection failed", cluster.name)
+    return collected

@@ -16,9 +16,10 @@ from fleet import services as host_services
 from fleet.models import Cluster, Host
 from fleet.permissions import can_operate
 from scheduler import services
+from scheduler.charts import utilization_sparkline
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
-from scheduler.models import Event, RunGPU, Workload, gpu_ranges
+from scheduler.models import Event, RunGPU, UtilizationRollup, Workload, gpu_ranges
 from scheduler.permissions import can_cancel, can_view_fleet, restrict_workloads
 from scheduler.templatetags.scheduler_extras import span
 
@@ -142,6 +143,7 @@ def workload_detail(request, pk):
     context = {
         "workload": workload,
         "runs": runs,
+        "utilization": _utilization(workload, runs),
         "timeline": _timeline(workload, runs, workload.events.all()),
         "can_cancel": workload.active and can_cancel(request.user, workload),
         "min_runtime": format_duration(workload.min_runtime),
@@ -164,6 +166,31 @@ def workload_cancel(request, pk):
     else:
         messages.success(request, f"{workload.name} cancelled.")
     return redirect("scheduler:workload", pk=workload.pk)
+
+
+def _utilization(workload, runs) -> dict | None:
+    """The workload's GPU busy fraction from the utilization rollups: overall, per run
+    (``run.busy``) and per clock hour for the sparkline. None without telemetry."""
+    hourly: dict = defaultdict(lambda: [0.0, 0.0])
+    by_run: dict = defaultdict(lambda: [0.0, 0.0])
+    for run_id, hour, measured, busy in UtilizationRollup.objects.filter(
+        run__workload=workload
+    ).values_list("run_id", "hour", "gpu_seconds", "busy_gpu_seconds").order_by("hour"):
+        for bucket in (hourly[hour], by_run[run_id]):
+            bucket[0] += measured
+            bucket[1] += busy
+    for run in runs:
+        measured, busy = by_run.get(run.pk, (0.0, 0.0))
+        run.busy = busy / measured if measured else None
+    measured = sum(m for m, _ in hourly.values())
+    if not measured:
+        return None
+    points = [(hour, busy / m) for hour, (m, busy) in hourly.items() if m]
+    return {
+        "busy": sum(b for _, b in hourly.values()) / measured,
+        "figure": utilization_sparkline(points, workload.cluster.idle_threshold),
+        "idle": any(run.idle_flagged_at and run.ended is None for run in runs),
+    }
 
 
 class Entry:

@@ -30,7 +30,8 @@ from fleet.models import Cluster, Host
 # fixtures_scheduler (workloads and hosts for the pages), fixtures_loop (the live loop's lab
 # with a controlled clock), fixtures_worker (a real Celery worker process), fixtures_api (API
 # clients with real tokens), fixtures_reports (known histories for the reports),
-# fixtures_browser (Chromium through Playwright, and what went wrong in its pages).
+# fixtures_browser (Chromium through Playwright, and what went wrong in its pages),
+# fixtures_prometheus (a real Prometheus started by PID).
 pytest_plugins = [
     "fixtures_scheduler",
     "fixtures_loop",
@@ -38,6 +39,7 @@ pytest_plugins = [
     "fixtures_api",
     "fixtures_reports",
     "fixtures_browser",
+    "fixtures_prometheus",
 ]
 
 PASSWORD = "persona-password"

@@ -79,6 +79,8 @@ def test_production_values_come_from_the_environment(tmp_path):
         ("REDIS_URL", "localhost:6379"),
         ("CACHE_URL", "memcached://cache:11211"),
         ("SECRET_KEY", "too-short"),
+        ("TIMESHARE_TELEMETRY_STEP", "7"),
+        ("TIMESHARE_TELEMETRY_STEP", "often"),
     ],
 )
 def test_a_bad_value_stops_manage_py_with_one_line(tmp_path, variable, value):

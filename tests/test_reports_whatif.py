@@ -51,7 +51,7 @@ def test_the_task_replays_the_history_with_the_changes(tiny):
     assert entitled == approx({"org": 192, "org/prog": 96, "org/prog/a": 72, "org/prog/b": 24,
                                "org/other": 96})
     assert result["params"]["what_if"] == {"window": 86400, "max_min_runtime": 8 * HOUR,
-                                           "hysteresis": 0.5}
+                                           "hysteresis": 0.5, "preempt_idle": False}
     # what actually happened: the same deliveries and waits, from the review report
     assert actual["budgets"]["org/prog/a"]["delivered_h"] == approx(8)
     assert actual["budgets"]["org/prog/b"]["delivered_h"] == approx(4)
@@ -94,7 +94,8 @@ def test_a_manager_changes_only_allocations_inside_their_subtree(
     assert response["Location"] == reverse("reports:what_if_detail", args=[what_if.pk])
     assert len(callbacks) == 1  # the Celery task is sent once the row is committed
     assert what_if.params == {"days": 2, "window": 86400, "max_min_runtime": 8 * HOUR,
-                              "hysteresis": 0.5, "shares": {"org/prog/a": 3}}
+                              "hysteresis": 0.5, "preempt_idle": False,
+                              "shares": {"org/prog/a": 3}}
     assert what_if.requested_by == tiny.users["pi"]
 
 
@@ -115,3 +116,19 @@ def test_progress_then_result_side_by_side(tiny):
     assert "72.0" in done and "48.0" in done  # what-if and as-is entitlement of a
     assert tiny.clients["ceo"].get(detail).status_code == 200
     assert tiny.clients["researcher"].get(detail).status_code == 403
+
+
+def test_the_replays_leave_the_share_of_workloads_flagged_idle_idle(tiny):
+    from scheduler.models import Event, Workload
+
+    first = Workload.objects.filter(budget=tiny.a).get()
+    Event.objects.create(workload=first, kind=Event.Kind.IDLE, reason="GPUs idle")
+    what_if = WhatIf.objects.create(cluster=tiny.cluster, requested_by=tiny.users["pi"],
+                                    params={"days": 2, "preempt_idle": True})
+    assert tasks.run_what_if(what_if.pk) == "done"
+    what_if.refresh_from_db()
+    result = what_if.result
+    assert result["idle_share"] == 0.5  # one of the two workloads
+    assert result["params"]["what_if"]["preempt_idle"] is True
+    assert result["params"]["as_is"]["preempt_idle"] is False
+    assert {"idle_h", "idle_returned_h"} <= set(result["what_if"])

@@ -21,6 +21,10 @@ class UsageRowSerializer(serializers.Serializer):
     starts = serializers.IntegerField()
     preemptions = serializers.IntegerField()
     lost_gpu_hours = serializers.FloatField()
+    utilization = serializers.FloatField(
+        allow_null=True, help_text="GPU busy fraction (0-1) of the budget's runs; null without "
+        "telemetry",
+    )
 
 
 class UsageSerializer(serializers.Serializer):

@@ -81,6 +81,7 @@ class UsageView(RejectNulMixin, APIView):
                 "starts": len(row.waits),
                 "preemptions": row.preemptions,
                 "lost_gpu_hours": row.lost_h,
+                "utilization": row.utilization,
             }
             for row in report.rows
             if row.node.pk in visible and (

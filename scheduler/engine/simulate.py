@@ -42,6 +42,7 @@ import numpy as np
 
 from .contract import ContractError, validate
 from .fairshare import Standing, next_crossing
+from .idle import IdlePolicy, goes_idle_after, idle_preemptions
 from .model import (
     BudgetTree,
     Claim,
@@ -89,7 +90,7 @@ HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times; _TICK (a pass at the live loop's cadence)
 # and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to
-_COMPLETE, _FAIL, _REPAIR, _WAKE, _TICK, _SEGMENT = 0, 1, 2, 3, 4, 5
+_COMPLETE, _FAIL, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT = 0, 1, 2, 3, 4, 5, 6
 CADENCES = ("crossings", "ticks")
 
 
@@ -271,6 +272,10 @@ class SimConfig:
     # over-entitlement verdict changes as the window slides (fairshare.next_crossing) while some
     # allocated run could be a victim; the same decisions, far fewer passes.
     cadence: str = "crossings"
+    # squatting (engine.idle): the seeded share of workloads whose GPUs go idle partway through
+    # each run, and the cluster idle policy that preempts them (None: off, as by default)
+    idle_share: float = 0.0
+    idle_policy: IdlePolicy | None = None
 
 
 # --------------------------------------------------------------------------------- simulator
@@ -334,6 +339,10 @@ class Simulator:
         self.last_ended: RunRecord | None = None
         self.notes: list[str] = []
         self.trace_description = ""
+        self.idle_since: dict[str, float] = {}  # workload id -> when its current run goes idle
+        self.idle_gpu_s = 0.0  # GPU-seconds held idle
+        self.idle_returned_gpu_s = 0.0  # GPU-seconds the idle policy took back from squatters
+        self.idle_preempted = 0
 
     # ---------------------------------------------------------------- events
     def _push(self, t: float, kind: int, key: str = "", num: int = 0) -> None:
@@ -419,6 +428,13 @@ class Simulator:
             self.unalloc_busy += w.gpus
             self.unalloc_unsignalled += 1
         self._push(now + rec.remaining, _COMPLETE, w.id, rec.runs)
+        after = goes_idle_after(self.config.seed, w.id, self.config.idle_share)
+        if after is not None:
+            self.idle_since[w.id] = now + after
+            policy = self.config.idle_policy
+            if policy is not None and w.min_runtime > 0:
+                due = max(now + after + policy.period, run.protected_until)
+                self._push(due, _IDLE, w.id, rec.runs)
 
     def _end_run(self, wid: str, now: float, end_reason: str) -> tuple[Run, JobRecord]:
         """Free a run's GPUs and close its record (kept as ``self.last_ended``)."""
@@ -430,6 +446,9 @@ class Simulator:
         w = run.workload
         span = now - run.started
         rec.run_s += span
+        idle_since = self.idle_since.pop(wid, None)
+        if idle_since is not None:
+            self.idle_gpu_s += w.gpus * max(0.0, now - idle_since)
         for host, idx in run.placement.slots:
             used = self.used[host]
             used.difference_update(idx)
@@ -463,6 +482,20 @@ class Simulator:
         rec.end_time = now
         rec.remaining = 0.0
         return True
+
+    def _idle(self, wid: str, num: int, now: float) -> bool:
+        """The idle policy's moment for a squatting run: preempt it if it still runs."""
+        run = self.running.get(wid)
+        if run is None or run.number != num or wid not in self.idle_since:
+            return False
+        state = self._state(now)
+        decisions = idle_preemptions(state, {run: self.idle_since[wid]}, self.config.idle_policy)
+        for d in decisions:
+            ends = run.started + self.jobs[wid].remaining
+            self.idle_returned_gpu_s += run.gpus * max(0.0, ends - (now + self.params.grace))
+            self.idle_preempted += 1
+            self._preempt(d, now, None, state)
+        return bool(decisions)
 
     def _preempt(self, d: Preempt, now: float, standing, state: ClusterState) -> None:
         run = d.run
@@ -745,6 +778,8 @@ class Simulator:
                 elif kind == _REPAIR:
                     self._repair_done(key, t)
                     changed = True
+                elif kind == _IDLE:
+                    changed |= self._idle(key, num, t)
                 elif kind == _WAKE or (kind == _TICK and num == self.plan):
                     changed = True
                 elif kind == _SEGMENT and num == self.plan:
@@ -998,6 +1033,11 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
         "requeues": sum(r.requeues for r in jobs),
         "holds": sim.holds,
         "gpu_hours_lost": {"preemption": lost_pre / 3600, "host_failure": lost_fail / 3600},
+        "idle": {"share": sim.config.idle_share,
+                 "policy": sim.config.idle_policy is not None,
+                 "gpu_hours_idle": sim.idle_gpu_s / 3600,
+                 "gpu_hours_returned": sim.idle_returned_gpu_s / 3600,
+                 "preempted": sim.idle_preempted},
         "occupancy": occupancy,
         "timeline": timeline,
         "window_bounds_s": bounds,
@@ -1160,6 +1200,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "to a human, fixed a day later)")
     g.add_argument("--checkpoint-interval", type=duration, default=3600.0,
                    help="resumable work checkpoints this often (work lost on a host death)")
+    g.add_argument("--idle-share", type=float, default=0.0,
+                   help="share of workloads whose GPUs go idle 10-40 min into each run "
+                        "(sessions left open)")
+    g.add_argument("--idle-policy", type=duration, default=None,
+                   help="preempt allocated runs idle this long once past their minimum "
+                        "runtime (the cluster idle policy; off by default)")
     g = ap.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the conversion rule and the failures: same seed, same results")
@@ -1201,7 +1247,9 @@ def config_from_args(a: argparse.Namespace) -> tuple[SimConfig, ConversionRule]:
     cfg = SimConfig(params=params, seed=a.seed, failure_rate=a.failure_rate,
                     repair_time=a.repair_time, soft_fraction=a.soft_fraction,
                     repair_fail=a.repair_fail, checkpoint_interval=a.checkpoint_interval,
-                    until=a.until, cadence=a.cadence)
+                    until=a.until, cadence=a.cadence, idle_share=a.idle_share,
+                    idle_policy=None if a.idle_policy is None
+                    else IdlePolicy(period=a.idle_policy, threshold=0.10))
     rule = ConversionRule(seed=a.seed, programs=a.programs, shares=a.shares_from,
                           users_per_budget=a.users_per_budget,
                           unallocated_fraction=a.unallocated_fraction,

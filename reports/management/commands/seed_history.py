@@ -22,7 +22,14 @@ from django.utils import timezone
 from budgets.models import Allocation, AllocationChange, BudgetNode
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from scheduler.history import bulk, capacity_rollups
-from scheduler.models import Event, OccupancySample, Run, UsageRollup, Workload
+from scheduler.models import (
+    Event,
+    OccupancySample,
+    Run,
+    UsageRollup,
+    UtilizationRollup,
+    Workload,
+)
 
 BATCH = 5000
 
@@ -140,6 +147,21 @@ class Command(BaseCommand):
             finished.append(w)
         Run.objects.bulk_create(runs, batch_size=BATCH)
         Event.objects.bulk_create(events, batch_size=BATCH)
+        # the fleet's telemetry of every run, hour by hour: most busy, some squatting idle
+        busy_rollups = []
+        for run in runs:
+            level = rng.uniform(0.0, 0.05) if rng.random() < 0.15 else rng.uniform(0.4, 0.97)
+            t = run.started
+            while t < run.ended:
+                hour_start = t.replace(minute=0, second=0, microsecond=0)
+                stop = min(run.ended, hour_start + timedelta(hours=1))
+                measured = run.gpus * (stop - t).total_seconds()
+                busy_rollups.append(UtilizationRollup(
+                    run=run, cluster=big, budget_id=run.workload.budget_id, owner=owner,
+                    allocated=run.allocated, hour=hour_start, gpu_seconds=measured,
+                    busy_gpu_seconds=measured * level))
+                t = stop
+        UtilizationRollup.objects.bulk_create(busy_rollups, batch_size=BATCH)
         Workload.objects.bulk_update(finished, ["finished"], batch_size=BATCH)
 
         host_events = []
@@ -156,6 +178,7 @@ class Command(BaseCommand):
         HostEvent.objects.bulk_create(host_events, batch_size=BATCH)
         self.stdout.write(
             f"{cluster}: {gpus} GPUs, {len(samples)} samples, {len(rollups)} rollups, "
-            f"{len(workloads)} workloads, {len(host_events)} host events; "
+            f"{len(workloads)} workloads, {len(busy_rollups)} utilization rollups, "
+            f"{len(host_events)} host events; "
             f"log in as bench-ceo (manager of {root.path})"
         )
