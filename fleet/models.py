@@ -58,6 +58,9 @@ class Cluster(models.Model):
     # shown on the cluster page; cleared by the next tick that reaches the backend.
     backend_error = models.CharField(max_length=1000, blank=True)
     backend_error_at = models.DateTimeField(null=True, blank=True)
+    # What the last tick learnt about the backend (Slurm: {"accounting": bool, "min_job_age":
+    # seconds}), for the cluster page: what a worker outage costs without accounting.
+    backend_facts = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     objects = ClusterQuerySet.as_manager()

@@ -16,7 +16,7 @@ from fleet import services as host_services
 from fleet.backends.slurm import SlurmFleet
 from fleet.models import Cluster, Host
 from scheduler import loop, services
-from scheduler.models import Event, Run, RunGPU, Workload
+from scheduler.models import Event, Run, RunGPU, UsageRollup, Workload
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
@@ -229,13 +229,14 @@ def test_a_non_resumable_run_slurm_lost_ends_failed(slurm_lab):
     assert "Slurm lost job 999998" in Event.objects.get(workload=w, kind="failed").reason
 
 
-def test_a_run_whose_launch_never_reached_slurm_is_lost_after_the_launch_timeout(slurm_lab):
-    slurm_lab.cluster.backend_config["launch_timeout"] = 0
+def test_a_launch_slurm_refuses_ends_failed_with_the_refusal_and_is_not_charged(slurm_lab):
     slurm_lab.cluster.backend_config["sbatch_args"] = ["--no-such-option"]  # sbatch refuses
     slurm_lab.cluster.save()
-    w = workload(slurm_lab, SLEEP, resumable=False)
-    ticking(slurm_lab, lambda: Workload.objects.get(pk=w.pk).state == "FAILED", "the loss")
-    assert "never reached Slurm" in Event.objects.get(workload=w, kind="failed").reason
+    w = workload(slurm_lab, SLEEP, resumable=True)
+    ticking(slurm_lab, lambda: Workload.objects.get(pk=w.pk).state == "FAILED", "the refusal")
+    assert "Slurm refused the job" in Event.objects.get(workload=w, kind="failed").reason
+    assert not Run.objects.filter(workload=w).exists()  # it never started
+    assert not UsageRollup.objects.filter(budget=slurm_lab.a1, gpu_seconds__gt=0.001).exists()
 
 
 def test_gpus_are_rewritten_to_what_slurm_assigned(slurm_lab):
