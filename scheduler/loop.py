@@ -383,6 +383,7 @@ class _Tick:
                 continue
             at = min(done.at, self.now)
             ok = done.exit_code == 0
+            run.backend_id = run.backend_id or done.backend_id
             self._end_run(
                 run, at, Run.EndReason.COMPLETED if ok else Run.EndReason.FAILED, done.exit_code
             )
@@ -737,8 +738,8 @@ class _Tick:
                    if not r.ended and r.pk not in self.signalled]
         if charged:
             Run.objects.filter(pk__in=charged).update(accounted_until=self.now)
-        bulk_set(Run, changed,
-                 ["signalled_at", "ended", "end_reason", "exit_code", "accounted_until"])
+        bulk_set(Run, changed, ["signalled_at", "ended", "end_reason", "exit_code",
+                                "accounted_until", "backend_id"])
         if self.new_runs:
             self._number_new_runs()
             Run.objects.bulk_create([r for r, _ in self.new_runs])

@@ -67,12 +67,14 @@ def earlier_work(workload_ids: Iterable[int]) -> dict[int, float]:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """A run that ended on its own (completed or failed) at ``at``."""
+    """A run that ended on its own (completed or failed) at ``at``; ``backend_id`` when the
+    run had none recorded (its launch was cut short before the id was written)."""
 
     run_id: int
     at: datetime
     exit_code: int
     message: str = ""
+    backend_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -611,7 +611,8 @@ class SlurmFleet(FleetBackend):
                     )
                 if job.get("accounting"):
                     message += " (from Slurm accounting)"
-                finished.append(Finished(run.pk, self._ended(run, job, now), code, message))
+                finished.append(Finished(run.pk, self._ended(run, job, now), code, message,
+                                         str(job.get("job_id"))))
         return finished
 
     @staticmethod
