@@ -1,6 +1,8 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from fleet.backends import BackendUnavailable, backend_for
 from fleet.models import Cluster, Host
+from fleet.services import switch_backend
 
 
 @admin.register(Cluster)
@@ -29,6 +31,18 @@ class ClusterAdmin(admin.ModelAdmin):
             config = dict(obj.backend_config or {})
             config.setdefault("partition", "timeshare")
             obj.backend_config = config
+        if change and "backend" in form.changed_data:
+            try:
+                retired = switch_backend(obj, obj.backend, backend_for(obj).known_hosts(),
+                                         request.user)
+            except BackendUnavailable as error:
+                self.message_user(request, f"Hosts not checked against the new backend "
+                                  f"({error}): run manage.py slurm_sync {obj.name}.",
+                                  messages.WARNING)
+            else:
+                if retired:
+                    self.message_user(request, "Retired (unknown to the new backend): "
+                                      + " ".join(retired), messages.INFO)
         super().save_model(request, obj, form, change)
 
 

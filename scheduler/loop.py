@@ -318,9 +318,13 @@ class _Tick:
         }
         self.slots: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         self.runs_on_host: dict[int, set[int]] = defaultdict(set)
+        self.on_retired_hosts: set[int] = set()  # runs holding GPUs of a retired host
         for run_id, host_id, index in RunGPU.objects.filter(
             host__cluster=c, held=True
         ).values_list("run_id", "host_id", "index"):
+            if host_id not in self.host_by_id:
+                self.on_retired_hosts.add(run_id)
+                continue
             self.slots[run_id][self.host_by_id[host_id].name].append(index)
             self.runs_on_host[host_id].add(run_id)
         self.pending = {
@@ -340,6 +344,11 @@ class _Tick:
             else sum(h.gpus for h in self.hosts if h.state in HEALTHY)
         )
         self.poll_runs()
+        for run_id in sorted(self.on_retired_hosts):
+            run = self.live.get(run_id)
+            if run is not None and not run.ended:
+                self._lose(run, self.now, Run.EndReason.HOST_FAILURE,
+                           "its host was retired (the cluster's backend does not know it)")
         self.reconcile()
         self.poll_hosts(since)
         advance_repairs(self.hosts, self.fleet, self.host_changes, self.after_commit)

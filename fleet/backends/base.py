@@ -174,6 +174,11 @@ class FleetBackend(ABC):
     def poll_hosts(self, hosts, since: datetime, now: datetime) -> HostHealth:
         """Heartbeats and health signals of ``hosts`` between ``since`` and ``now``."""
 
+    def known_hosts(self) -> set[str] | None:
+        """Names of the hosts this backend has (a cluster switched to it retires the others);
+        None when it has no inventory of its own and runs whatever hosts the cluster lists."""
+        return None
+
     def drain(self, host, reason: str) -> None:  # noqa: B027 - optional for a backend
         """Tell the resource manager to place nothing new on ``host``."""
 

@@ -463,6 +463,11 @@ class SlurmFleet(FleetBackend):
     def _in_partition(self, job: dict) -> bool:
         return self.partition in str(job.get("partition") or "").split(",")
 
+    def known_hosts(self) -> set[str]:
+        """The GPU nodes of Timeshare's partition."""
+        return {name for name, node in self.nodes().items()
+                if parse_gres(node.get("gres") or "")[0] > 0}
+
     def check(self) -> None:
         """Raise ``BackendUnavailable`` unless Slurm answers (for the admin and commands)."""
         self.nodes()
@@ -827,12 +832,13 @@ class SlurmFleet(FleetBackend):
 
     def sync_hosts(self) -> SyncResult:
         """Create or update the cluster's hosts (name, GPU count, group from the node's first
-        feature) from the partition's nodes; never deletes (hosts keep their history)."""
+        feature) from the partition's nodes; never deletes (hosts keep their history). A
+        retired host the partition has again comes back into service."""
         from fleet.models import Host
 
         result = SyncResult()
         nodes = self.nodes()
-        existing = {h.name: h for h in Host.objects.filter(cluster=self.cluster)}
+        existing = {h.name: h for h in Host.with_retired.filter(cluster=self.cluster)}
         for name in sorted(nodes):
             node = nodes[name]
             gpus, kind = parse_gres(node.get("gres") or "")
@@ -846,12 +852,13 @@ class SlurmFleet(FleetBackend):
             if host is None:
                 Host.objects.create(cluster=self.cluster, name=name, gpus=gpus, group=group)
                 result.created.append(name)
-            elif host.gpus != gpus or (group and host.group != group):
+            elif host.gpus != gpus or (group and host.group != group) or host.retired:
                 host.gpus = gpus
                 host.group = group or host.group
-                host.save(update_fields=["gpus", "group"])
+                host.retired = None
+                host.save(update_fields=["gpus", "group", "retired"])
                 result.updated.append(name)
             else:
                 result.unchanged.append(name)
-        result.missing = sorted(set(existing) - set(nodes))
+        result.missing = sorted({n for n, h in existing.items() if not h.retired} - set(nodes))
         return result

@@ -14,7 +14,7 @@ from slurm_helpers import job, jobs, nodes, slurm, use_hosts
 
 from fleet import services as host_services
 from fleet.backends.slurm import SlurmFleet
-from fleet.models import Cluster, Host
+from fleet.models import Cluster, Host, HostEvent
 from scheduler import loop, services
 from scheduler.models import Event, Run, RunGPU, UsageRollup, Workload
 
@@ -337,3 +337,14 @@ def _lines(path):
 
 def test_jobs_helper_sees_the_partition(clean_slurm):
     assert all(j["partition"] == "timeshare" for j in jobs())
+
+
+def test_switching_a_simulated_cluster_to_slurm_retires_the_hosts_slurm_does_not_have(
+        lab, clean_slurm):
+    simulated = {h.name for h in lab.hosts}
+    call_command("slurm_sync", lab.cluster.name, "--slurm-conf", clean_slurm,
+                 stdout=StringIO())
+    assert {h.name for h in Host.objects.filter(cluster=lab.cluster)} == {"n1", "n2", "n3", "n4"}
+    assert Cluster.objects.get(pk=lab.cluster.pk).gpu_count == 32
+    retired = HostEvent.objects.filter(kind="retired")
+    assert {e.host.name for e in retired} == simulated
