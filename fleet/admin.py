@@ -10,12 +10,13 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "gpu_type", "backend", "max_min_runtime", "window", "grace",
                     "backend_error"]
     list_filter = ["backend"]
-    readonly_fields = ["backend_error", "backend_error_at"]
+    readonly_fields = ["backend_error", "backend_error_at", "backend_facts"]
     fieldsets = [
         (None, {"fields": ["name", "gpu_type", "description", "created"]}),
         ("Scheduling contract", {"fields": ["max_min_runtime", "window", "hysteresis", "grace"]}),
         ("Fleet backend", {
-            "fields": ["backend", "backend_config", "backend_error", "backend_error_at"],
+            "fields": ["backend", "backend_config", "backend_error", "backend_error_at",
+                       "backend_facts"],
             "description": (
                 "Simulated (the default, no real hosts) or Slurm. For Slurm, backend_config "
                 "holds e.g. {\"slurm_conf\": \"/etc/slurm/slurm.conf\", \"partition\": "

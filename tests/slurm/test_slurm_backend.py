@@ -348,3 +348,22 @@ def test_switching_a_simulated_cluster_to_slurm_retires_the_hosts_slurm_does_not
     assert Cluster.objects.get(pk=lab.cluster.pk).gpu_count == 32
     retired = HostEvent.objects.filter(kind="retired")
     assert {e.host.name for e in retired} == simulated
+
+
+def test_the_users_log_says_the_grace_started_and_when_the_cancel_came(slurm_lab):
+    w = workload(slurm_lab, "trap 'echo got TERM' TERM\necho trapping\n"
+                 "while true; do sleep 1 & wait $!; done")
+    run = started_in_slurm(slurm_lab, w)
+    fleet = SlurmFleet(slurm_lab.cluster)
+    wait_for(lambda: "trapping" in _lines(fleet.output_path(w)), what="the trap set")
+    Run.objects.filter(pk=run.pk).update(signalled_at=timezone.now())
+    run.refresh_from_db()
+    fleet.signal(run)
+    wait_for(lambda: "got TERM" in _lines(fleet.output_path(w)), what="the TERM")
+    fleet.stop(run)
+    wait_for(lambda: job(run.backend_id)["job_state"] == "CANCELLED", what="the cancel")
+    lines = _lines(fleet.output_path(w))
+    grace = next(i for i, x in enumerate(lines) if "for its grace of 3 s" in x)
+    term = lines.index("got TERM")
+    over = next(i for i, x in enumerate(lines) if "grace over at" in x)
+    assert grace < term < over
