@@ -1,7 +1,9 @@
 """A REAL Celery worker killed (SIGKILL to its whole process group, its Slurm commands
 included) at the worst moments, then a new one started: what the dead worker left behind is
-put right from Slurm's own records, and nobody is failed or charged for work Slurm never ran."""
+put right from Slurm's own records, and nobody is failed or charged for work Slurm never ran.
+Likewise when Slurm cannot be reached at the moment of a launch."""
 
+import shutil
 import time
 from datetime import timedelta
 
@@ -55,7 +57,7 @@ def test_a_worker_killed_in_a_launch_burst_fails_and_charges_nothing_slurm_never
     cut_short = Run.objects.filter(ended=None, backend_id="").count()
     assert cut_short > 0, "the kill came after the whole burst: nothing was tested"
 
-    celery_workers.start()
+    second = celery_workers.start()
 
     def all_running():
         runs = list(Run.objects.filter(ended=None).exclude(backend_id=""))
@@ -68,6 +70,7 @@ def test_a_worker_killed_in_a_launch_burst_fails_and_charges_nothing_slurm_never
     assert not Event.objects.filter(kind="failed").exists()
     # Every run Timeshare keeps is a Slurm job; the ones Slurm never got were taken back.
     assert Run.objects.count() == 24
+    celery_workers.kill(second)  # no tick between the two sums below
     assert charged(accounted_lab) == pytest.approx(charges_of_runs(), abs=0.01)
 
 
@@ -105,3 +108,30 @@ def test_jobs_that_end_while_the_worker_is_down_past_min_job_age_close_from_acco
         assert run.accounted_until == run.ended  # not charged for the outage
     assert charged(accounted_lab) == pytest.approx(
         sum((r.ended - r.started) / timedelta(seconds=1) for r in runs), abs=0.01)
+
+
+def test_a_launch_that_cannot_reach_slurm_waits_in_the_queue_until_it_can(
+        accounted_lab, celery_workers, tmp_path):
+    # The worker's Slurm client directory has every command but sbatch: the tick reads Slurm
+    # as usual, and each launch fails to reach it.
+    clients = tmp_path / "slurm-bin"
+    clients.mkdir()
+    for command in ("squeue", "sinfo", "scontrol", "scancel", "sacct"):
+        (clients / command).symlink_to(shutil.which(command))
+    cluster = accounted_lab.cluster
+    cluster.backend_config = {**cluster.backend_config, "bin_dir": str(clients)}
+    cluster.save()
+    worker = celery_workers.start()
+    w = submit(accounted_lab, "sleep 600", resumable=False, name="patient")
+    wait_for(lambda: "could not be launched: Slurm unreachable: sbatch not found"
+             in Workload.objects.get(pk=w.pk).queue_reason, what="the launch to fail")
+    assert Workload.objects.get(pk=w.pk).state in ("PENDING", "RUNNING")  # it tries again
+
+    (clients / "sbatch").symlink_to(shutil.which("sbatch"))  # Slurm answers again
+    run = wait_for(lambda: Run.objects.filter(workload=w, ended=None).exclude(backend_id="")
+                   .first(), what="the workload launched")
+    assert run.number == 1  # the attempts that never reached Slurm left no run behind
+    assert Event.objects.filter(workload=w, kind="requeued").exists()
+    assert not Event.objects.filter(workload=w, kind="failed").exists()
+    celery_workers.kill(worker)  # no tick between the two sums below
+    assert charged(accounted_lab) == pytest.approx(charges_of_runs(), abs=0.01)
