@@ -2,6 +2,10 @@
 gets a host event saying why, and from then on no tick schedules on it and no capacity,
 cluster size or report counts it. Hosts the backend knows again come back."""
 
+import json
+
+from django.test import Client
+from django.urls import reverse
 from fixtures_loop import at, make_workload
 
 from fleet import services as host_services
@@ -63,3 +67,28 @@ def test_a_run_on_a_retired_host_is_lost_and_its_resumable_workload_requeued(lab
     run.refresh_from_db()
     assert run.end_reason == "host_failure"
     assert "its host was retired" in Event.objects.get(workload=w, kind="requeued").reason
+
+
+def admin_change(lab, **fields):
+    lab.operator.is_staff = lab.operator.is_superuser = True
+    lab.operator.save()
+    client = Client()
+    client.force_login(lab.operator)
+    c = lab.cluster
+    data = {"name": c.name, "gpu_type": c.gpu_type, "description": c.description,
+            "created_0": f"{c.created:%Y-%m-%d}", "created_1": f"{c.created:%H:%M:%S}",
+            "max_min_runtime": c.max_min_runtime, "window": c.window,
+            "hysteresis": c.hysteresis, "grace": c.grace, "backend": c.backend,
+            "backend_config": json.dumps(c.backend_config)}
+    data.update(fields)
+    return client.post(reverse("admin:fleet_cluster_change", args=[c.pk]), data, follow=True)
+
+
+def test_an_admin_switch_to_an_unreachable_slurm_retires_nothing_and_says_to_sync(lab):
+    response = admin_change(lab, backend="slurm",
+                            backend_config=json.dumps({"slurm_conf": "/nonexistent/slurm.conf"}))
+    assert Cluster.objects.get(pk=lab.cluster.pk).backend == "slurm"
+    assert Host.objects.filter(cluster=lab.cluster).count() == 2
+    [message] = [str(m) for m in response.context["messages"] if "Hosts" in str(m)]
+    assert message.startswith("Hosts not checked against the new backend (Slurm unreachable")
+    assert message.endswith("run manage.py slurm_sync lab.")
