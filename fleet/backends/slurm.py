@@ -30,7 +30,10 @@ Timeshare's decision: a new run, a new job) in a partition whose own preemption 
 ``env`` ({})
     extra environment variables for every job.
 ``preempt_signal`` ("TERM")
-    the signal sent to every process of a job when its grace period starts.
+    the signal sent to every process of a job when its grace period starts
+    (``scancel --signal=TERM --full``: a signal, not a cancel; the cancel comes when the grace
+    ends). Slurm logs a delivered TERM as "CANCELLED AT" in the job's output, so Timeshare
+    writes there too when the grace started and when the cancel came.
 ``repair_command`` ("")
     a site command run by the automatic repair, formatted with ``{host}``, ``{cluster}``,
     ``{partition}`` (e.g. ``"scontrol reboot {host}"``, or a GPU reset and health script);
