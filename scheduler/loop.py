@@ -337,6 +337,10 @@ class _Tick:
     # -- the tick ----------------------------------------------------------------------------
 
     def run(self) -> TickReport:
+        # Before reading anything: launches finish (or die) concurrently with this tick, and
+        # one that ends after Slurm was read would look like one that never happened. None
+        # can start while this tick holds the cluster lock (they start from a tick's commit).
+        self.launches_settled = not launches_in_flight(self.cluster.pk)
         self.load()
         since = self.last_sample.at if self.last_sample else self.cluster.created
         healthy_before = (
@@ -471,8 +475,9 @@ class _Tick:
             run = self.live.get(run_id)
             if run is not None and not run.ended and at > run.started:
                 self._started_at(run, min(at, self.now))
-        if found.not_launched and not launches_in_flight(self.cluster.pk):
-            # No launch of this cluster is in flight anywhere: these never reached the backend.
+        if found.not_launched and self.launches_settled:
+            # No launch of this cluster was in flight when the tick began: these never
+            # reached the backend.
             for run_id, why in found.not_launched.items():
                 run = self.live.get(run_id)
                 if run is not None and not run.ended:
