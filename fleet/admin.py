@@ -1,6 +1,8 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from fleet.backends import BackendUnavailable, backend_for
 from fleet.models import Cluster, Host
+from fleet.services import switch_backend
 
 
 @admin.register(Cluster)
@@ -8,12 +10,13 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "gpu_type", "backend", "telemetry", "max_min_runtime", "window",
                     "grace", "preempt_idle", "backend_error"]
     list_filter = ["backend"]
-    readonly_fields = ["backend_error", "backend_error_at"]
+    readonly_fields = ["backend_error", "backend_error_at", "backend_facts"]
     fieldsets = [
         (None, {"fields": ["name", "gpu_type", "description", "created"]}),
         ("Scheduling contract", {"fields": ["max_min_runtime", "window", "hysteresis", "grace"]}),
         ("Fleet backend", {
-            "fields": ["backend", "backend_config", "backend_error", "backend_error_at"],
+            "fields": ["backend", "backend_config", "backend_error", "backend_error_at",
+                       "backend_facts"],
             "description": (
                 "Simulated (the default, no real hosts) or Slurm. For Slurm, backend_config "
                 "holds e.g. {\"slurm_conf\": \"/etc/slurm/slurm.conf\", \"partition\": "
@@ -39,6 +42,18 @@ class ClusterAdmin(admin.ModelAdmin):
             config = dict(obj.backend_config or {})
             config.setdefault("partition", "timeshare")
             obj.backend_config = config
+        if change and "backend" in form.changed_data:
+            try:
+                retired = switch_backend(obj, obj.backend, backend_for(obj).known_hosts(),
+                                         request.user)
+            except BackendUnavailable as error:
+                self.message_user(request, f"Hosts not checked against the new backend "
+                                  f"({error}): run manage.py slurm_sync {obj.name}.",
+                                  messages.WARNING)
+            else:
+                if retired:
+                    self.message_user(request, "Retired (unknown to the new backend): "
+                                      + " ".join(retired), messages.INFO)
         super().save_model(request, obj, form, change)
 
 

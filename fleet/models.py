@@ -5,7 +5,7 @@ names they had when these models lived in ``scheduler`` (migrations moved only t
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from scheduler.engine import HostState
@@ -18,7 +18,9 @@ WEEK_HOURS = 168
 class ClusterQuerySet(models.QuerySet):
     def with_gpu_count(self):
         # Meta.ordering does not apply to aggregate queries: keep the clusters in name order.
-        return self.annotate(total_gpus=Sum("hosts__gpus")).order_by("name")
+        return self.annotate(
+            total_gpus=Sum("hosts__gpus", filter=Q(hosts__retired=None))
+        ).order_by("name")
 
 
 class Cluster(models.Model):
@@ -58,6 +60,9 @@ class Cluster(models.Model):
     # shown on the cluster page; cleared by the next tick that reaches the backend.
     backend_error = models.CharField(max_length=1000, blank=True)
     backend_error_at = models.DateTimeField(null=True, blank=True)
+    # What the last tick learnt about the backend (Slurm: {"accounting": bool, "min_job_age":
+    # seconds}), for the cluster page: what a worker outage costs without accounting.
+    backend_facts = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(default=timezone.now)
     telemetry = models.CharField(
         max_length=20,
@@ -97,6 +102,13 @@ class Cluster(models.Model):
         return self.hosts.aggregate(total=Sum("gpus"))["total"] or 0
 
 
+class LiveHosts(models.Manager):
+    """Hosts in service (not retired): what the loop schedules on and capacity counts."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(retired=None)
+
+
 class Host(models.Model):
     # The engine owns the host states (DESIGN.md); the database stores exactly those.
     State = models.TextChoices("State", [(state.name, state.value) for state in HostState])
@@ -112,10 +124,17 @@ class Host(models.Model):
     failed_repairs = models.PositiveSmallIntegerField(
         default=0, help_text="Failed repairs in a row; escalated to a human past the limit."
     )
+    # Set when the cluster's backend no longer knows the host (its backend was switched): it
+    # keeps its history, but nothing is scheduled on it and no capacity counts it.
+    retired = models.DateTimeField(null=True, blank=True)
+
+    with_retired = models.Manager()
+    objects = LiveHosts()  # the default (Meta.default_manager_name): hosts in service
 
     class Meta:
         db_table = "scheduler_host"
         ordering = ["cluster", "name"]
+        default_manager_name = "objects"
         constraints = [
             models.UniqueConstraint(fields=["cluster", "name"], name="host_name_unique_in_cluster")
         ]
@@ -138,6 +157,7 @@ class HostEvent(models.Model):
         REPAIR_FAILED = "repair_failed"
         ESCALATED = "escalated"
         RETURNED = "returned"
+        RETIRED = "retired"
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(default=timezone.now, db_index=True)

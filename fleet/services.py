@@ -3,6 +3,7 @@ transaction under the cluster's lock, a host event with its reason, then the bac
 after the commit. Views and the API call these functions.
 
 - ``drain``, ``return_to_service``, ``repair``: operators.
+- ``switch_backend``: a cluster changes backend; hosts the new one does not know retire.
 - ``repair_summary``: the repairs that brought a host back, and the share that needed a human.
 """
 
@@ -68,14 +69,15 @@ def drain(user, host: Host, reason: str) -> Host:
     return current
 
 
-def _back_in_service(user, host: Host, allowed, refusal: str, verb: str, why: str, events):
-    """An operator puts a host back to AVAILABLE: checked, recorded, told to the fleet."""
+def _back_in_service(user, host: Host, allowed, refusal, verb: str, why: str, events):
+    """An operator puts a host back to AVAILABLE: checked (``refusal(host)`` says why not),
+    recorded, told to the fleet."""
     _operator(user)
     now = timezone.now()
     with transaction.atomic():
         current = _locked_host(host)
         if current.state not in allowed:
-            raise HostActionError(f"{current.name} is {current.state}: {refusal}", None)
+            raise HostActionError(f"{current.name} is {current.state}: {refusal(current)}", None)
         current.failed_repairs = 0
         _set_host(current, Host.State.AVAILABLE, f"{verb} by {user.get_username()}: {why}", now)
         HostEvent.objects.bulk_create(
@@ -88,12 +90,20 @@ def _back_in_service(user, host: Host, allowed, refusal: str, verb: str, why: st
 
 
 def return_to_service(user, host: Host, reason: str = "") -> Host:
-    """Undo a drain: a DRAINING or DRAINED host takes work again (no repair needed)."""
+    """Undo a drain: a DRAINING or DRAINED host takes work again (no repair needed). A host
+    already in its automatic repair (an idle host gets there within a tick of its drain) is
+    not returned: the refusal says how to put it back at once."""
     why = (reason or "").strip() or "drain cancelled"
+
+    def refusal(current: Host) -> str:
+        if current.state == Host.State.REPAIRING:
+            return ("its automatic repair is under way and returns it when the health check "
+                    f"passes; to put it back now, mark it repaired (hosts repair {current.name}).")
+        return ("only a draining or drained host returns to service (mark an escalated, down "
+                f"or repairing host repaired instead: hosts repair {current.name}).")
+
     return _back_in_service(
-        user, host, (Host.State.DRAINING, Host.State.DRAINED),
-        "only a draining or drained host returns to service (repair an escalated or down host "
-        "instead).",
+        user, host, (Host.State.DRAINING, Host.State.DRAINED), refusal,
         "returned", why, [{"kind": HostEvent.Kind.RETURNED, "reason": why}],
     )
 
@@ -104,13 +114,41 @@ def repair(user, host: Host, note: str = "") -> Host:
     why = (note or "").strip() or "repaired by hand"
     return _back_in_service(
         user, host, (Host.State.ESCALATED, Host.State.DOWN, Host.State.REPAIRING),
-        "only an escalated, down or repairing host is repaired by hand.",
+        lambda current: "only an escalated, down or repairing host is repaired by hand.",
         "repaired", why,
         [
             {"kind": HostEvent.Kind.REPAIR_SUCCEEDED, "reason": why, "needed_human": True},
             {"kind": HostEvent.Kind.RETURNED, "reason": "back in service after a human repair"},
         ],
     )
+
+
+def switch_backend(cluster: Cluster, backend: str, known_hosts, user=None) -> list[str]:
+    """``cluster`` now runs on ``backend`` (saved by the caller). Its hosts that ``backend``
+    does not know (``known_hosts``: names; None when the backend has no inventory of its own,
+    like the simulated fleet) retire, each with a host event saying why: from now on nothing
+    is scheduled on them and no capacity or report counts them. Hosts it knows again come
+    back. Returns the names retired."""
+    now = timezone.now()
+    old = Cluster.objects.filter(pk=cluster.pk).values_list("backend", flat=True).first()
+    if known_hosts is None or old == backend:
+        return []
+    known = set(known_hosts)
+    why = (f"the cluster's backend changed from {old} to {backend}, which does not know this "
+           "host")[:REASON_MAX]
+    retired = list(Host.objects.filter(cluster=cluster).exclude(name__in=known))
+    for host in retired:
+        host.retired = now
+        host.save(update_fields=["retired"])
+    HostEvent.objects.bulk_create(
+        HostEvent(host=host, at=now, kind=HostEvent.Kind.RETIRED, reason=why, by=user)
+        for host in retired
+    )
+    Host.with_retired.filter(cluster=cluster, name__in=known).exclude(retired=None).update(
+        retired=None)
+    if retired:
+        host_changed.send(sender=Host, cluster_id=cluster.pk)
+    return [h.name for h in retired]
 
 
 def repair_summary(cluster: Cluster | None = None, since=None) -> dict:

@@ -6,6 +6,7 @@ from budgets.models import ChangeRequest
 from budgets.permissions import roles
 from fleet.models import Cluster
 from scheduler.models import Workload
+from scheduler.status import tick_outage
 
 
 @login_required
@@ -13,13 +14,15 @@ def home(request):
     """Where the user stands: the budgets they manage or charge, on every cluster."""
     who = roles(request.user)
     mine = set(who.managed) | set(who.member_of)
-    clusters = []
+    clusters, outages = [], []
     for cluster in Cluster.objects.with_gpu_count():
         rows = [row for row in services.tree_rows(cluster) if row.node.path in mine]
         clusters.append((cluster, rows))
+        outages.append(tick_outage(cluster))
     context = {
         "roles": who,
         "clusters": clusters,
+        "tick_outages": [o for o in outages if o],
         "my_requests": ChangeRequest.objects.filter(requested_by=request.user)
         .select_related("node", "cluster")[:5],
         "to_decide": ChangeRequest.objects.restrict(request.user, "decide")

@@ -18,6 +18,14 @@ however many workers run):
 Running it twice at the same ``now`` changes nothing the second time. The database is the
 source of truth: the fleet is told (launch, signal, stop) after the commit, and reports back
 by polling, so a tick that dies half-way leaves nothing behind.
+
+Launches are two-phase (``fleet/backends/base.py``): the committed run is the intent, its
+backend id is written as soon as the backend answers. A run that never reached the backend
+(unreachable, refused, or its worker died before the launch) is taken back: the run is
+withdrawn (never started: no usage, no failure) and its workload is PENDING again with its
+submission time, so it keeps its place; a refused one ends FAILED with the refusal. Times are
+the backend's: a run starts when the backend started it and ends when the backend says it
+ended; what a tick charged beyond those is given back.
 """
 
 from __future__ import annotations
@@ -33,9 +41,9 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 
 from budgets.models import BudgetNode
-from fleet.backends import BackendUnavailable, FleetBackend, backend_for
+from fleet.backends import BackendUnavailable, FleetBackend, LaunchRefused, backend_for
 from fleet.health import ALIVE, HEALTHY, HostChanges, advance_repairs, lost_heartbeat
-from fleet.locks import lock_cluster
+from fleet.locks import hold_launches, launches_in_flight, lock_cluster, release_launches
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from scheduler.engine import (
     ClusterState,
@@ -122,6 +130,19 @@ def charge_usage(runs, now: datetime) -> None:
             for hour, seconds in split_hours(run.accounted_until, end):
                 deltas[(*key, hour)] += run.gpus * seconds
         run.accounted_until = end
+    _add_rollups(UsageRollup, deltas, ("cluster_id", "budget_id", "hour"))
+
+
+def refund_usage(spans) -> None:
+    """Take back charged usage: ``spans`` of ``(run, start, end)`` a tick charged although the
+    run did not hold its GPUs then (before the backend started it, after it ended, or a run
+    that never started). Call under the cluster lock."""
+    deltas: dict[tuple, float] = defaultdict(float)
+    for run, start, end in spans:
+        if run.allocated:
+            key = (run.workload.cluster_id, run.workload.budget_id)
+            for hour, seconds in split_hours(start, end):
+                deltas[(*key, hour)] -= run.gpus * seconds
     _add_rollups(UsageRollup, deltas, ("cluster_id", "budget_id", "hour"))
 
 
@@ -236,14 +257,20 @@ class TickReport:
 def tick(cluster_id: int, now: datetime | None = None) -> TickReport:
     """One tick of one cluster (see the module docstring). Returns what it did; ``skipped``
     when another tick of the same cluster is running (it will see the same work)."""
+    work = None
     try:
         with transaction.atomic():
             if not lock_cluster(cluster_id, wait=False):
                 return TickReport(cluster_id, now or timezone.now(), skipped=True)
             now = now or timezone.now()
             cluster = Cluster.objects.get(pk=cluster_id)
-            return _Tick(cluster, now, backend_for(cluster)).run()
-    except BackendUnavailable as error:
+            work = _Tick(cluster, now, backend_for(cluster))
+            return work.run()
+    except BaseException as error:
+        if work is not None and work.holding_launches:  # rolled back: nothing to launch
+            release_launches(cluster_id)
+        if not isinstance(error, BackendUnavailable):
+            raise
         # The tick is rolled back (nothing decided on a stale view); the error is shown on the
         # cluster's page, and the other clusters' ticks go on as usual.
         message = str(error)[:1000]
@@ -275,6 +302,8 @@ class _Tick:
         self.holds: dict[int, Hold] = {}  # pending workload id -> its hold in the last pass
         self.queued: dict[int, Workload] = {}  # pending workloads whose place/reason changed
         self.after_commit: list = []
+        self.refunds: list[tuple[Run, datetime, datetime]] = []  # see refund_usage
+        self.holding_launches = False  # see fleet.locks.hold_launches
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -290,9 +319,13 @@ class _Tick:
         }
         self.slots: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         self.runs_on_host: dict[int, set[int]] = defaultdict(set)
+        self.on_retired_hosts: set[int] = set()  # runs holding GPUs of a retired host
         for run_id, host_id, index in RunGPU.objects.filter(
             host__cluster=c, held=True
         ).values_list("run_id", "host_id", "index"):
+            if host_id not in self.host_by_id:
+                self.on_retired_hosts.add(run_id)
+                continue
             self.slots[run_id][self.host_by_id[host_id].name].append(index)
             self.runs_on_host[host_id].add(run_id)
         self.pending = {
@@ -305,6 +338,10 @@ class _Tick:
     # -- the tick ----------------------------------------------------------------------------
 
     def run(self) -> TickReport:
+        # Before reading anything: launches finish (or die) concurrently with this tick, and
+        # one that ends after Slurm was read would look like one that never happened. None
+        # can start while this tick holds the cluster lock (they start from a tick's commit).
+        self.launches_settled = not launches_in_flight(self.cluster.pk)
         self.load()
         since = self.last_sample.at if self.last_sample else self.cluster.created
         healthy_before = (
@@ -312,6 +349,11 @@ class _Tick:
             else sum(h.gpus for h in self.hosts if h.state in HEALTHY)
         )
         self.poll_runs()
+        for run_id in sorted(self.on_retired_hosts):
+            run = self.live.get(run_id)
+            if run is not None and not run.ended:
+                self._lose(run, self.now, Run.EndReason.HOST_FAILURE,
+                           "its host was retired (the cluster's backend does not know it)")
         self.reconcile()
         self.poll_hosts(since)
         advance_repairs(self.hosts, self.fleet, self.host_changes, self.after_commit)
@@ -337,7 +379,11 @@ class _Tick:
         ))
 
     def _end_run(self, run: Run, at: datetime, end_reason: str, exit_code=None) -> None:
-        run.ended = max(at, run.accounted_until)
+        at = max(at, run.started)
+        if at < run.accounted_until:  # a tick charged it past its real end: give that back
+            self.refunds.append((run, at, run.accounted_until))
+            run.accounted_until = at
+        run.ended = at
         run.end_reason = end_reason
         run.exit_code = exit_code
         if run.pk is not None:  # a run started at this very instant is saved later
@@ -351,6 +397,7 @@ class _Tick:
                 continue
             at = min(done.at, self.now)
             ok = done.exit_code == 0
+            run.backend_id = run.backend_id or done.backend_id
             self._end_run(
                 run, at, Run.EndReason.COMPLETED if ok else Run.EndReason.FAILED, done.exit_code
             )
@@ -425,6 +472,19 @@ class _Tick:
             if run_id in self.live:
                 self.live[run_id].backend_id = backend_id
                 Run.objects.filter(pk=run_id).update(backend_id=backend_id)
+        for run_id, at in found.started.items():
+            run = self.live.get(run_id)
+            if run is not None and not run.ended and at > run.started:
+                self._started_at(run, min(at, self.now))
+        if found.not_launched and self.launches_settled:
+            # No launch of this cluster was in flight when the tick began: these never
+            # reached the backend.
+            for run_id, why in found.not_launched.items():
+                run = self.live.get(run_id)
+                if run is not None and not run.ended:
+                    self._withdraw(run, why)
+        if found.facts and found.facts != self.cluster.backend_facts:
+            Cluster.objects.filter(pk=self.cluster.pk).update(backend_facts=found.facts)
         for lost in found.lost:
             run = self.live.get(lost.run_id)
             if run is not None and not run.ended:
@@ -438,6 +498,36 @@ class _Tick:
             Cluster.objects.filter(pk=self.cluster.pk).update(
                 backend_error=problem, backend_error_at=self.now if problem else None
             )
+
+    def _started_at(self, run: Run, at: datetime) -> None:
+        """The backend started ``run`` at ``at``, after the tick that decided it (a preempting
+        run waits for its victims to leave): its start, protection and charges move there."""
+        if run.accounted_until > run.started:
+            self.refunds.append((run, run.started, min(at, run.accounted_until)))
+        run.protected_until += at - run.started
+        run.started = at
+        run.accounted_until = max(run.accounted_until, at)
+        Run.objects.filter(pk=run.pk).update(started=run.started,
+                                             protected_until=run.protected_until,
+                                             accounted_until=run.accounted_until)
+
+    def _withdraw(self, run: Run, why: str) -> None:
+        """``run`` never reached the backend: it never started. It is taken back (deleted, its
+        GPUs free, nothing charged) and its workload waits again in its place."""
+        if run.accounted_until > run.started:
+            self.refunds.append((run, run.started, run.accounted_until))
+        del self.live[run.pk]
+        self.dirty_runs.pop(run.pk, None)
+        self.slots.pop(run.pk, None)
+        for runs in self.runs_on_host.values():
+            runs.discard(run.pk)
+        w = self._workload(run.workload)
+        w.state = Workload.State.PENDING
+        w.queue_reason = f"waiting: run {run.number} {why}"[:500]
+        self.pending[w.pk] = w
+        self._event(w, Event.Kind.REQUEUED, f"run {run.number} {why}: back in the queue, keeps "
+                    "its place, not charged")
+        run.delete()
 
     def _move_gpus(self, placements: dict[int, dict[str, list[int]]]) -> None:
         """Rewrite the held GPUs of live runs to where the backend really put them (Slurm picks
@@ -671,6 +761,7 @@ class _Tick:
 
     def save(self) -> None:
         self.host_changes.save()
+        refund_usage(self.refunds)
         if self.released:
             RunGPU.objects.filter(run_id__in=self.released, held=True).update(held=False)
         # Most live runs only move their accounting mark to now: one UPDATE for all of them.
@@ -679,8 +770,8 @@ class _Tick:
                    if not r.ended and r.pk not in self.signalled]
         if charged:
             Run.objects.filter(pk__in=charged).update(accounted_until=self.now)
-        bulk_set(Run, changed,
-                 ["signalled_at", "ended", "end_reason", "exit_code", "accounted_until"])
+        bulk_set(Run, changed, ["signalled_at", "ended", "end_reason", "exit_code",
+                                "accounted_until", "backend_id"])
         if self.new_runs:
             self._number_new_runs()
             Run.objects.bulk_create([r for r, _ in self.new_runs])
@@ -729,22 +820,26 @@ class _Tick:
         )
 
     def notify_fleet(self) -> None:
-        fleet = self.fleet
-        launched: list[Run] = []  # their backend ids are written in one statement
-        actions = [
-            lambda r=run, p=placement: _launch(fleet, r, p, launched)
-            for run, placement in self.new_runs if run.ended is None
-        ] + list(self.after_commit)  # launches in the engine's order, then the rest
+        launches = [(run, placement) for run, placement in self.new_runs if run.ended is None]
+        if launches:
+            # From before the commit until every launch answered, so that no tick takes these
+            # runs back as never launched while they are on their way (fleet.locks).
+            hold_launches(self.cluster.pk)
+            self.holding_launches = True
 
         def tell():
             try:
-                for action in actions:
-                    try:
-                        action()
-                    except Exception:  # the next tick's poll reconciles
-                        log.exception("fleet action failed on cluster %s", self.cluster.name)
+                if launches:
+                    launch_runs(self.cluster.pk, self.fleet, launches)
             finally:
-                bulk_set(Run, launched, ["backend_id"])
+                if launches:
+                    release_launches(self.cluster.pk)
+                    self.holding_launches = False
+            for action in self.after_commit:
+                try:
+                    action()
+                except Exception:  # the next tick's poll reconciles
+                    log.exception("fleet action failed on cluster %s", self.cluster.name)
 
         transaction.on_commit(tell)
 
@@ -772,11 +867,69 @@ def held_hosts(reason: str | None) -> tuple[str, ...]:
     return tuple(found[1].split()) if found else ()
 
 
-def _launch(fleet: FleetBackend, run: Run, placement: Placement, launched: list) -> None:
-    backend_id = fleet.launch(run, placement)
-    if backend_id and backend_id != run.backend_id:
-        run.backend_id = backend_id
-        launched.append(run)
+def launch_runs(cluster_id: int, fleet: FleetBackend, launches) -> None:
+    """Launch committed runs in the engine's order, writing each backend id as soon as it is
+    known (a worker that dies mid-burst leaves the ids of what it launched). A launch that
+    never reached the backend is taken back: Slurm unreachable -> the run and the ones after
+    it (not tried: they would wait for the same timeout) wait in the queue with that reason;
+    refused -> the workload ends FAILED with the refusal; neither is charged."""
+    unreachable = ""
+    taken_back: list[tuple[Run, str, bool]] = []  # (run, why, refused)
+    for run, placement in launches:
+        if unreachable:
+            taken_back.append((run, unreachable, False))
+            continue
+        try:
+            backend_id = fleet.launch(run, placement)
+        except BackendUnavailable as error:
+            unreachable = f"could not be launched: {error}"
+            taken_back.append((run, unreachable, False))
+            continue
+        except LaunchRefused as error:
+            taken_back.append((run, f"was refused: {error}", True))
+            continue
+        except Exception:  # a bug: the run stays; reconcile looks its job up by name
+            log.exception("launch of run %s failed on cluster %s", run.pk, cluster_id)
+            continue
+        if backend_id:
+            run.backend_id = backend_id
+            Run.objects.filter(pk=run.pk, backend_id="").update(backend_id=backend_id)
+    if taken_back:
+        take_back_launches(cluster_id, taken_back)
+
+
+def take_back_launches(cluster_id: int, taken_back) -> None:
+    """Runs whose launch never reached the backend (see ``launch_runs``), under the cluster's
+    lock: deleted with their GPUs and charges, their workloads PENDING again (in their place)
+    or, when refused, FAILED. A run something else already ended is left alone."""
+    now = timezone.now()
+    with transaction.atomic():
+        lock_cluster(cluster_id)
+        rows = {r.pk: r for r in Run.objects.select_related("workload").filter(
+            pk__in=[run.pk for run, _, _ in taken_back], ended=None, backend_id="")}
+        refunds, events = [], []
+        for run, why, refused in taken_back:
+            row = rows.get(run.pk)
+            if row is None:
+                continue
+            if row.accounted_until > row.started:
+                refunds.append((row, row.started, row.accounted_until))
+            w = row.workload
+            reason = f"run {row.number} {why}"[:500]
+            if refused:
+                w.state, w.finished = Workload.State.FAILED, now
+                events.append(Event(workload=w, at=now, kind=Event.Kind.FAILED,
+                                    reason=f"{reason}: ends FAILED, not charged"[:500]))
+            else:
+                w.state, w.queue_reason = Workload.State.PENDING, f"waiting: {reason}"[:500]
+                events.append(Event(workload=w, at=now, kind=Event.Kind.REQUEUED,
+                                    reason=f"{reason}: back in the queue, keeps its place, "
+                                    "not charged"[:500]))
+            w.save(update_fields=["state", "finished", "queue_reason"])
+            log.warning("cluster %s: %s", cluster_id, reason)
+        refund_usage(refunds)
+        Run.objects.filter(pk__in=list(rows)).delete()
+        Event.objects.bulk_create(events)
 
 
 def _copy_state(state: ClusterState) -> ClusterState:

@@ -102,3 +102,26 @@ def pending_by_budget() -> dict[tuple[int, int], tuple[int, int]]:
         ).values("cluster_id", "budget_id").annotate(n=Count("id"), gpus=Sum("gpus"))
         .values_list("cluster_id", "budget_id", "n", "gpus")
     }
+
+
+def tick_outage(cluster, now=None) -> str:
+    """A warning when the loop has not ticked a Slurm cluster without accounting for longer
+    than Slurm's ``MinJobAge``: jobs that ended meanwhile have left ``squeue``, and the next
+    tick can only count their runs lost. "" when nothing is at risk."""
+    facts = cluster.backend_facts or {}
+    if cluster.backend != "slurm" or facts.get("accounting", True):
+        return ""
+    last = (OccupancySample.objects.filter(cluster=cluster).order_by("-at")
+            .values_list("at", flat=True).first())
+    if last is None:
+        return ""
+    silent = ((now or timezone.now()) - last).total_seconds()
+    limit = int(facts.get("min_job_age") or 300)
+    if silent <= limit:
+        return ""
+    return (
+        f"No scheduling tick on {cluster.name} for {silent / 60:.0f} min, longer than Slurm's "
+        f"MinJobAge ({limit} s), and this Slurm keeps no accounting: jobs that ended meanwhile "
+        "have left squeue, so the next tick will count their runs lost (resumable workloads "
+        "run again, the others end FAILED, both charged until then). Start the workers."
+    )

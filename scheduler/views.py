@@ -21,6 +21,7 @@ from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
 from scheduler.models import Event, RunGPU, UtilizationRollup, Workload, gpu_ranges
 from scheduler.permissions import can_cancel, can_view_fleet, restrict_workloads
+from scheduler.status import tick_outage
 from scheduler.templatetags.scheduler_extras import span
 
 UNPROCESSABLE = 422
@@ -271,6 +272,7 @@ def cluster_hosts(request, cluster=None):
         "clusters": clusters,
         "hosts": hosts,
         "repairs": host_services.repair_summary(cluster) if cluster else None,
+        "tick_outage": tick_outage(cluster) if cluster else "",
         "can_operate": can_operate(request.user),
     }
     template = "scheduler/_host_rows.html" if request.htmx else "scheduler/cluster_hosts.html"

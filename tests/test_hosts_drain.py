@@ -100,3 +100,14 @@ def test_actions_need_post(fleet, client_for, nothing_written, action):
 def test_unknown_host_is_404_for_operators(fleet, client_for):
     url = reverse("scheduler:host_drain", kwargs={"pk": 999})
     assert client_for("operator").post(url, {"reason": "x"}).status_code == 404
+
+
+def test_returning_a_host_in_its_automatic_repair_says_to_mark_it_repaired(
+        fleet, client_for, nothing_written):
+    set_state(fleet.h100_1, Host.State.REPAIRING)
+    with nothing_written():
+        response = client_for("operator").post(action_url("return", fleet.h100_1), follow=True)
+    assert [str(m) for m in response.context["messages"]] == [
+        "h100-1 is REPAIRING: its automatic repair is under way and returns it when the health "
+        "check passes; to put it back now, mark it repaired (hosts repair h100-1)."
+    ]

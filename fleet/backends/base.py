@@ -9,15 +9,18 @@ backend planned:
 ==============  ==============================================================
 method          Slurm
 ==============  ==============================================================
-launch          ``sbatch -w host1,host2 --gres=gpu:N`` (job id -> run.backend_id)
-signal          ``scancel --signal=TERM --full <job>``: checkpoint, grace starts
+launch          ``sbatch -w host1,host2 --gres=gpu:N --job-name=<prefix>-<run id>``
+                (job id -> run.backend_id, written at once)
+signal          ``scancel --signal=TERM --full <job>``: checkpoint, grace starts (no cancel)
 stop            ``scancel <job>``
-poll_runs       ``squeue --json`` / ``sacct --json`` for finished jobs + exit codes
+poll_runs       ``squeue --json``, then ``sacct`` for jobs that left squeue: final state,
+                exit code, end time
 poll_hosts      ``sinfo --json`` (node state, reason, last busy/heartbeat)
 drain / resume  ``scontrol update NodeName=... State=DRAIN Reason=...`` / ``State=RESUME``
 repair          site hook (reboot, GPU reset, health check); True when healthy again
-reconcile       every tick: jobs Slurm lost (-> Lost), jobs nobody owns (cancel or report),
-                GPU indices Slurm chose, node drain states (``fleet/backends/slurm.py``)
+reconcile       every tick: jobs Slurm lost (-> Lost), runs that never reached Slurm
+                (-> not_launched), jobs nobody owns (cancel or report), when jobs really
+                started, GPU indices Slurm chose, node drain states
 ==============  ==============================================================
 
 Runs and workloads belong to the scheduler, above the fleet: a backend receives them from
@@ -27,6 +30,14 @@ scheduler registers when Django starts (``register_earlier_work``).
 
 ``BackendUnavailable`` (Slurm unreachable) aborts the cluster's tick: the loop records the
 message on the cluster (``Cluster.backend_error``) and the other clusters go on.
+
+Launches are two-phase. The tick commits the run (the intent: the run, its placement, and so
+the job's unique name) before ``launch`` is called, and the backend id is recorded as soon as
+``launch`` returns it. A launch that raises ``BackendUnavailable`` or ``LaunchRefused`` never
+reached the resource manager; after a crash, ``reconcile`` looks every run without a backend
+id up by its name, out there and in accounting, and reports those it finds nowhere in
+``not_launched``. Either way the scheduler takes the run back (it never started: not failed,
+not charged) once it knows no launch is still in flight.
 """
 
 from __future__ import annotations
@@ -56,12 +67,14 @@ def earlier_work(workload_ids: Iterable[int]) -> dict[int, float]:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """A run that ended on its own (completed or failed) at ``at``."""
+    """A run that ended on its own (completed or failed) at ``at``; ``backend_id`` when the
+    run had none recorded (its launch was cut short before the id was written)."""
 
     run_id: int
     at: datetime
     exit_code: int
     message: str = ""
+    backend_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,11 @@ class HealthSignal:
 class HostHealth:
     heartbeats: dict[str, datetime] = field(default_factory=dict)  # host name -> last seen
     signals: list[HealthSignal] = field(default_factory=list)
+
+
+class LaunchRefused(RuntimeError):
+    """The resource manager answered a launch with a refusal (an invalid request): the run
+    never started, and launching it again would be refused again."""
 
 
 class BackendUnavailable(RuntimeError):
@@ -108,12 +126,19 @@ class Reconciliation:
 
     ``lost``: runs to end (requeue or fail). ``placements``: where live runs really hold GPUs
     ({run id: {host: [index, ...]}}, when the resource manager picks indices itself).
-    ``backend_ids``: backend ids found for runs that had none recorded yet. ``notes``: what
-    was put right (logged). ``problems``: what needs a human (shown on the cluster page)."""
+    ``backend_ids``: backend ids found for runs that had none recorded yet. ``started``: when
+    the resource manager really started live runs. ``not_launched``: runs with no backend id
+    that the resource manager has no trace of, with why ({run id: reason}; the scheduler takes
+    them back unless a launch is still in flight). ``facts``: what the page should know about
+    the backend (e.g. ``{"accounting": False, "min_job_age": 300}``). ``notes``: what was put
+    right (logged). ``problems``: what needs a human (shown on the cluster page)."""
 
     lost: list[Lost] = field(default_factory=list)
     placements: dict[int, dict[str, list[int]]] = field(default_factory=dict)
     backend_ids: dict[int, str] = field(default_factory=dict)
+    started: dict[int, datetime] = field(default_factory=dict)
+    not_launched: dict[int, str] = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -129,7 +154,9 @@ class FleetBackend(ABC):
 
     @abstractmethod
     def launch(self, run, placement) -> str:
-        """Start ``run`` on ``placement`` (engine Placement); return the backend's id."""
+        """Start ``run`` on ``placement`` (engine Placement); return the backend's id. Raise
+        ``BackendUnavailable`` when the resource manager cannot be reached and
+        ``LaunchRefused`` when it refuses the run: both mean it never started."""
 
     @abstractmethod
     def signal(self, run) -> None:
@@ -146,6 +173,11 @@ class FleetBackend(ABC):
     @abstractmethod
     def poll_hosts(self, hosts, since: datetime, now: datetime) -> HostHealth:
         """Heartbeats and health signals of ``hosts`` between ``since`` and ``now``."""
+
+    def known_hosts(self) -> set[str] | None:
+        """Names of the hosts this backend has (a cluster switched to it retires the others);
+        None when it has no inventory of its own and runs whatever hosts the cluster lists."""
+        return None
 
     def drain(self, host, reason: str) -> None:  # noqa: B027 - optional for a backend
         """Tell the resource manager to place nothing new on ``host``."""

@@ -30,7 +30,10 @@ Timeshare's decision: a new run, a new job) in a partition whose own preemption 
 ``env`` ({})
     extra environment variables for every job.
 ``preempt_signal`` ("TERM")
-    the signal sent to every process of a job when its grace period starts.
+    the signal sent to every process of a job when its grace period starts
+    (``scancel --signal=TERM --full``: a signal, not a cancel; the cancel comes when the grace
+    ends). Slurm logs a delivered TERM as "CANCELLED AT" in the job's output, so Timeshare
+    writes there too when the grace started and when the cancel came.
 ``repair_command`` ("")
     a site command run by the automatic repair, formatted with ``{host}``, ``{cluster}``,
     ``{partition}`` (e.g. ``"scontrol reboot {host}"``, or a GPU reset and health script);
@@ -41,9 +44,6 @@ Timeshare's decision: a new run, a new job) in a partition whose own preemption 
     On success the loop resumes it in Slurm.
 ``repair_timeout`` (120), ``command_timeout`` (20)
     seconds allowed to the repair command and to each Slurm command.
-``launch_timeout`` (120)
-    a run whose job does not show up in Slurm this long after it started is lost (its
-    ``sbatch`` failed: Slurm was down, or refused the job).
 ``bin_dir`` ("")
     directory of the Slurm commands when they are not on ``PATH``.
 
@@ -54,8 +54,24 @@ the truth: the job's ``CUDA_VISIBLE_DEVICES`` and ``SLURM_JOB_GPUS`` carry it, a
 ``reconcile`` reports it so that the loop rewrites the run's GPUs to match. The engine's own
 choice is in the job's ``TIMESHARE_PLANNED_GPUS``.
 
-Reconciliation (every tick, ``reconcile``): runs whose job Slurm no longer has (or never got,
-after ``launch_timeout``) are lost: the loop requeues resumable ones and fails the others;
+Launches (two-phase, see ``fleet/backends/base.py``). The run is committed before ``sbatch``;
+its job is named ``<job_prefix>-<run id>`` (and commented with the cluster, workload and run),
+and the job id is recorded as soon as ``sbatch`` answers. Slurm unreachable at ``sbatch``
+(``BackendUnavailable``) or refusing the job (``LaunchRefused``): the run never started. After a
+worker crash, a run without a job id is looked up by its name in ``squeue`` and in accounting;
+found nowhere, it is reported in ``not_launched`` and the loop puts it back in the queue.
+
+Accounting. With slurmdbd (``AccountingStorageType=accounting_storage/slurmdbd``), a job that
+left ``squeue`` is looked up with ``sacct``: the run ends with Slurm's final state, exit code and
+end time, however long no tick ran. A record that still says ``End=Unknown`` (slurmdbd catching
+up) is not final: the run waits for the next tick. Without accounting, finished jobs stay in
+``squeue`` only for ``MinJobAge`` (300 s by default): a run whose job ended while no tick ran for
+longer than that is reported lost (a resumable workload runs again, a non-resumable one ends
+FAILED, both charged until the tick that noticed). ``reconcile`` reports which case applies in
+``facts`` (``accounting``, ``min_job_age``) for the cluster page.
+
+Reconciliation (every tick, ``reconcile``): runs whose job Slurm no longer has (neither in
+``squeue`` nor in accounting) are lost: the loop requeues resumable ones and fails the others;
 jobs no live run owns are cancelled or reported (``unknown_jobs``); node drain states are put
 back in agreement with Timeshare's host states (a host that is not AVAILABLE is drained in
 Slurm with the reason ``timeshare: ...``; an AVAILABLE host drained by Timeshare is resumed).
@@ -65,8 +81,9 @@ requeued or failed and the repair workflow starts. A node not responding gets no
 (the loop's ``heartbeat_timeout`` ends a long silence; Slurm sets it DOWN after its own
 ``SlurmdTimeout``).
 
-Without an accounting database, finished jobs stay in ``squeue`` for ``MinJobAge`` (300 s by
-default): a run whose job ended while no tick ran for longer than that is reported lost.
+Times. A run's start is moved to when Slurm started its job (a preempting run waits a few
+seconds for its victims' jobs to end); its end is Slurm's end time (from accounting when the
+job left ``squeue``).
 """
 
 from __future__ import annotations
@@ -87,6 +104,7 @@ from .base import (
     FleetBackend,
     HealthSignal,
     HostHealth,
+    LaunchRefused,
     Lost,
     Reconciliation,
 )
@@ -103,6 +121,8 @@ UNREACHABLE = re.compile(
     r"unable to process configuration|communication connection failure|"
     r"slurm_persist_conn|could not establish|authentication", re.I,
 )
+# sacct columns read back (text: ``sacct --json`` reports a non-zero exit as 0 in 22.05)
+SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Start", "End", "NodeList")
 GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
 IDX = re.compile(r"IDX:(?P<idx>[^)]*)\)")
 
@@ -242,6 +262,49 @@ def _when(epoch, fallback: datetime) -> datetime:
     return datetime.fromtimestamp(value, tz=UTC)
 
 
+def _sacct_time(text: str) -> int:
+    """An ``sacct`` time (run with ``TZ=UTC``) as epoch seconds; 0 for Unknown/None."""
+    try:
+        return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return 0
+
+
+def parse_sacct(text: str) -> list[dict]:
+    """``sacct -X -P -n -o JobID,JobName,State,ExitCode,Start,End,NodeList`` lines as job
+    records shaped like ``squeue --json`` jobs (so both are read alike). ``final``: False
+    while the record says ``End=Unknown`` (slurmdbd catching up, or the job still runs).
+    ``ExitCode`` is ``code:signal``; a signal gives 128 + signal like a shell."""
+    records = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != len(SACCT_FIELDS):
+            continue
+        job_id, name, state, exit_code, start, end, nodes = parts
+        code, _, signal = exit_code.partition(":")
+        end_time = _sacct_time(end)
+        records.append({
+            "job_id": job_id, "name": name,
+            "job_state": (state.split() or [""])[0],  # "CANCELLED by 0" -> CANCELLED
+            "exit_code": {"return_code": int(code or 0),
+                          "signal": {"signal_id": int(signal or 0)}},
+            "start_time": _sacct_time(start), "end_time": end_time,
+            "nodes": "" if nodes == "None assigned" else nodes,
+            "final": end_time > 0, "accounting": True,
+        })
+    return records
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` as {key: value}."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The backend
 
@@ -257,10 +320,11 @@ class SlurmFleet(FleetBackend):
         self.unknown_jobs = c.get("unknown_jobs") or "cancel"
         self.prefix = c.get("job_prefix") or f"ts-{cluster.name}"
         self.timeout = float(c.get("command_timeout", 20))
-        self.launch_timeout = float(c.get("launch_timeout", 120))
         self.bin_dir = c.get("bin_dir") or ""
         self._jobs: list[dict] | None = None
         self._nodes: dict[str, dict] | None = None
+        self._config: dict[str, str] | None = None
+        self._run_jobs: dict[int, dict] | None = None
         self._node_failures: dict[str, str] = {}
         self.name_pattern = re.compile(re.escape(self.prefix) + r"-(\d+)$")
 
@@ -270,6 +334,7 @@ class SlurmFleet(FleetBackend):
         env = dict(os.environ)
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
+        env["TZ"] = "UTC"  # sacct prints local times: make them UTC
         return env
 
     def where(self) -> str:
@@ -332,8 +397,79 @@ class SlurmFleet(FleetBackend):
                 f"Slurm unreachable: {what} --json answered no JSON ({self.where()})"
             ) from None
 
+    def slurm_config(self) -> dict[str, str]:
+        """The controller's running configuration (``scontrol show config``), once a tick."""
+        if self._config is None:
+            self._config = parse_config(self.command("scontrol", "show", "config", read=True))
+        return self._config
+
+    def accounting(self) -> bool:
+        """True when Slurm keeps job records in slurmdbd (``sacct`` answers for old jobs)."""
+        return "slurmdbd" in self.slurm_config().get("AccountingStorageType", "")
+
+    def min_job_age(self) -> int:
+        """Seconds a finished job stays in ``squeue`` (``MinJobAge``)."""
+        found = re.match(r"\d+", self.slurm_config().get("MinJobAge", ""))
+        return int(found[0]) if found else 300
+
+    def accounted(self, *, job_ids=(), names=(), since: datetime | None = None) -> list[dict]:
+        """Accounting records of jobs by id, or by name since ``since`` (``sacct`` needs a start
+        time to find jobs by name; it answers for every job started after it)."""
+        args = ["sacct", "-X", "-P", "-n", "-o", ",".join(SACCT_FIELDS)]
+        if job_ids:
+            args.append("--jobs=" + ",".join(job_ids))
+        else:
+            args += ["--name=" + ",".join(names),
+                     f"--starttime={since:%Y-%m-%dT%H:%M:%S}" if since else "--starttime=now-7days"]
+        return parse_sacct(self.command(*args, read=True))
+
+    def run_jobs(self, runs) -> dict[int, dict]:
+        """The Slurm job of each live run, once a tick: from ``squeue`` by the recorded job id
+        (or by name when the id is not recorded yet: the newest job of that name), else, with
+        accounting, the record of a job that left ``squeue``. A run missing from the answer
+        has no job Slurm knows of."""
+        if self._run_jobs is not None:
+            return self._run_jobs
+        jobs = self.jobs()
+        by_id = {str(j.get("job_id")): j for j in jobs}
+        by_name: dict[int, dict] = {}
+        for job in jobs:
+            run_id = self.run_of(job)
+            if run_id is not None and (run_id not in by_name or _number(job.get("job_id"))
+                                       > _number(by_name[run_id].get("job_id"))):
+                by_name[run_id] = job
+        found: dict[int, dict] = {}
+        for run in runs:
+            job = by_id.get(run.backend_id) if run.backend_id else by_name.get(run.pk)
+            if job is not None:
+                found[run.pk] = job
+        missing = [run for run in runs if run.pk not in found]
+        if missing and self.accounting():
+            ids = [run.backend_id for run in missing if run.backend_id]
+            if ids:
+                by_id = {str(r["job_id"]): r for r in self.accounted(job_ids=ids)}
+                for run in missing:
+                    if run.backend_id in by_id:
+                        found[run.pk] = by_id[run.backend_id]
+            unnamed = [run for run in missing if not run.backend_id]
+            if unnamed:
+                since = min(run.started for run in unnamed) - timedelta(minutes=5)
+                for record in self.accounted(names=[self.job_name(r) for r in unnamed],
+                                             since=since):
+                    run_id = self.run_of(record)
+                    if run_id is not None and (run_id not in found or _number(record["job_id"])
+                                               > _number(found[run_id].get("job_id"))):
+                        found[run_id] = record
+        self._run_jobs = found
+        return found
+
     def _in_partition(self, job: dict) -> bool:
         return self.partition in str(job.get("partition") or "").split(",")
+
+    def known_hosts(self) -> set[str]:
+        """The GPU nodes of Timeshare's partition."""
+        return {name for name, node in self.nodes().items()
+                if parse_gres(node.get("gres") or "")[0] > 0}
 
     def check(self) -> None:
         """Raise ``BackendUnavailable`` unless Slurm answers (for the admin and commands)."""
@@ -412,10 +548,13 @@ class SlurmFleet(FleetBackend):
         else:  # uneven spread over hosts: the total, Slurm spreads it
             args.append(f"--gpus={sum(counts)}")
         args.extend(str(a) for a in self.config.get("sbatch_args") or [])
-        text = self.command(*args, input=self.script(run, placement)).strip()
+        try:
+            text = self.command(*args, input=self.script(run, placement)).strip()
+        except SlurmError as error:
+            raise LaunchRefused(f"Slurm refused the job: {error}") from None
         job_id = text.split(";")[0].strip()
         if not job_id.isdigit():
-            raise SlurmError(f"sbatch answered {text!r} instead of a job id")
+            raise LaunchRefused(f"sbatch answered {text!r} instead of a job id")
         log.info("run %s launched as Slurm job %s on %s", run.pk, job_id, hosts)
         return job_id
 
@@ -425,11 +564,28 @@ class SlurmFleet(FleetBackend):
         # Not recorded yet (the launch is in flight): by name, in our partition.
         return [f"--name={self.job_name(run)}", f"--partition={self.partition}"]
 
+    def _tell_output(self, run, line: str) -> None:
+        """Add a line to the workload's output file, beside what the job writes."""
+        try:
+            with self.output_path(run.workload).open("a") as out:
+                out.write(f"== timeshare: {line}\n")
+        except OSError as error:
+            log.warning("could not write to the output of run %s: %s", run.pk, error)
+
     def signal(self, run) -> None:
         sig = self.config.get("preempt_signal") or "TERM"
+        # Slurm logs a TERM it delivers as "CANCELLED AT": say in the user's file that the job
+        # runs on through its grace period, and when the cancel really comes.
+        self._tell_output(run, f"preemption at {datetime.now(UTC):%Y-%m-%dT%H:%M:%S}: {sig} "
+                          f"sent to every process; the job keeps its GPUs for its grace of "
+                          f"{self.cluster.grace} s (a CANCELLED line from Slurm now is this "
+                          "signal, not the cancel)")
         self.command("scancel", f"--signal={sig}", "--full", *self._job_ref(run))
 
     def stop(self, run) -> None:
+        if run.signalled_at is not None:
+            self._tell_output(run, f"grace over at {datetime.now(UTC):%Y-%m-%dT%H:%M:%S}: "
+                              "the job is cancelled")
         # A failure here is not fatal: reconcile() cancels a job whose run has ended.
         try:
             self.command("scancel", *self._job_ref(run))
@@ -437,13 +593,15 @@ class SlurmFleet(FleetBackend):
             log.warning("could not cancel the Slurm job of run %s: %s", run.pk, error)
 
     def poll_runs(self, runs, now: datetime) -> list[Finished]:
-        by_id = {str(j.get("job_id")): j for j in self.jobs()}
+        """Runs whose job ended on its own: from ``squeue`` while the job is there, from
+        accounting (final state, exit code, end time) once it left."""
+        jobs = self.run_jobs(runs)
         finished = []
         for run in runs:
             if run.signalled_at is not None:
                 continue  # in its grace period: the engine stops it when the grace ends
-            job = by_id.get(run.backend_id) if run.backend_id else None
-            if job is None:
+            job = jobs.get(run.pk)
+            if job is None or not job.get("final", True):
                 continue  # reconcile() deals with jobs that are missing
             state = _state(job)
             if state == "COMPLETED" or state in FAILED:
@@ -452,72 +610,52 @@ class SlurmFleet(FleetBackend):
                     message = "completed" if code == 0 else f"command exited with code {code}"
                 elif state == "CANCELLED":
                     code = code or 1
-                    message = f"Slurm job {run.backend_id} cancelled outside Timeshare"
+                    message = f"Slurm job {job.get('job_id')} cancelled outside Timeshare"
                 else:
                     code = code or 1
                     reason = job.get("state_reason") or ""
                     message = f"command exited with code {code} (Slurm: {state}" + (
                         f", {reason})" if reason and reason != "None" else ")"
                     )
-                at = max(run.started, min(now, _when(job.get("end_time"), now)))
-                finished.append(Finished(run.pk, at, code, message))
+                if job.get("accounting"):
+                    message += " (from Slurm accounting)"
+                finished.append(Finished(run.pk, self._ended(run, job, now), code, message,
+                                         str(job.get("job_id"))))
         return finished
+
+    @staticmethod
+    def _ended(run, job: dict, now: datetime) -> datetime:
+        return max(run.started, min(now, _when(job.get("end_time"), now)))
 
     # -- reconciliation --------------------------------------------------------------------
 
     def reconcile(self, runs, hosts, now: datetime) -> Reconciliation:
         result = Reconciliation()
         jobs = self.jobs()
-        by_id = {str(j.get("job_id")): j for j in jobs}
-        live = {r.pk: r for r in runs}
-        by_run: dict[int, dict] = {}
-        for job in jobs:
-            run_id = self.run_of(job)
-            if run_id is None or run_id not in live:
-                continue
-            if run_id not in by_run or _number(job.get("job_id")) > _number(
-                    by_run[run_id].get("job_id")):
-                by_run[run_id] = job  # the newest job of that name
+        run_jobs = self.run_jobs(runs)
+        accounting = self.accounting()
+        result.facts = {"accounting": accounting, "min_job_age": self.min_job_age()}
         owned: set[str] = set()
         for run in runs:
-            job = by_id.get(run.backend_id) if run.backend_id else None
-            if job is None and not run.backend_id:
-                job = by_run.get(run.pk)
-                if job is not None:
-                    result.backend_ids[run.pk] = str(job.get("job_id"))
+            job = run_jobs.get(run.pk)
             if job is not None:
                 owned.add(str(job.get("job_id")))
-                state = _state(job)
-                if state == "RUNNING":
-                    gpus = job_gpus(job)
-                    if gpus and all(gpus.values()):
-                        result.placements[run.pk] = gpus
-                if state in LOST and run.signalled_at is None:
-                    reason = job.get("state_reason") or state
-                    if state != "PREEMPTED":  # its node died: a health signal (poll_hosts)
-                        for node in expand_hostlist(job.get("nodes") or ""):
-                            self._node_failures.setdefault(
-                                node, f"Slurm: node failure ended job {job.get('job_id')} "
-                                f"({reason})")
-                    result.lost.append(Lost(
-                        run.pk, max(run.started, min(now, _when(job.get("end_time"), now))),
-                        f"Slurm job {job.get('job_id')} ended {state} ({reason}) on "
-                        f"{job.get('nodes') or '?'}",
-                        "failed" if state == "PREEMPTED" else "host_failure",
-                    ))
+                if not run.backend_id:
+                    result.backend_ids[run.pk] = str(job.get("job_id"))
+                self._reconcile_run(run, job, now, result)
                 continue
-            if run.signalled_at is not None:
-                continue  # leaving anyway: the grace period ends it
-            if run.backend_id:
-                result.lost.append(Lost(
-                    run.pk, now, f"Slurm lost job {run.backend_id} (not in squeue any more)"
-                ))
-            elif now - run.started > timedelta(seconds=self.launch_timeout):
-                result.lost.append(Lost(
-                    run.pk, now,
-                    f"never reached Slurm: no job {self.job_name(run)} "
-                    f"{self.launch_timeout:g} s after the start (sbatch failed)",
-                ))
+            if not run.backend_id:
+                where = "squeue or Slurm accounting" if accounting else (
+                    f"squeue (no accounting: a job that ended over {self.min_job_age()} s ago "
+                    "would be gone too)")
+                result.not_launched[run.pk] = (
+                    f"never reached Slurm: no job named {self.job_name(run)} in {where}")
+            elif run.signalled_at is None:  # a signalled one leaves anyway: the grace ends it
+                where = "neither in squeue nor in accounting" if accounting else (
+                    f"not in squeue any more; without accounting a job that ended over "
+                    f"{self.min_job_age()} s before this tick is gone")
+                result.lost.append(Lost(run.pk, now,
+                                        f"Slurm lost job {run.backend_id} ({where})"))
         for job in jobs:
             job_id = str(job.get("job_id"))
             if job_id in owned or _state(job) not in ACTIVE:
@@ -536,6 +674,31 @@ class SlurmFleet(FleetBackend):
                              "by Timeshare", result)
         self._reconcile_nodes(hosts, result)
         return result
+
+    def _reconcile_run(self, run, job: dict, now: datetime, result: Reconciliation) -> None:
+        """What a live run's job says: where its GPUs are, when it really started, whether it
+        died with its node."""
+        state = _state(job)
+        if state == "RUNNING" or job.get("final"):
+            started = _number(job.get("start_time"))
+            if started > 0:
+                result.started[run.pk] = min(now, datetime.fromtimestamp(started, tz=UTC))
+        if state == "RUNNING" and not job.get("accounting"):
+            gpus = job_gpus(job)
+            if gpus and all(gpus.values()):
+                result.placements[run.pk] = gpus
+        if state in LOST and run.signalled_at is None and job.get("final", True):
+            reason = job.get("state_reason") or state
+            if state != "PREEMPTED":  # its node died: a health signal (poll_hosts)
+                for node in expand_hostlist(job.get("nodes") or ""):
+                    self._node_failures.setdefault(
+                        node, f"Slurm: node failure ended job {job.get('job_id')} ({reason})")
+            result.lost.append(Lost(
+                run.pk, self._ended(run, job, now),
+                f"Slurm job {job.get('job_id')} ended {state} ({reason}) on "
+                f"{job.get('nodes') or '?'}",
+                "failed" if state == "PREEMPTED" else "host_failure",
+            ))
 
     def _cancel(self, job_id: str, why: str, result: Reconciliation) -> None:
         try:
@@ -672,12 +835,13 @@ class SlurmFleet(FleetBackend):
 
     def sync_hosts(self) -> SyncResult:
         """Create or update the cluster's hosts (name, GPU count, group from the node's first
-        feature) from the partition's nodes; never deletes (hosts keep their history)."""
+        feature) from the partition's nodes; never deletes (hosts keep their history). A
+        retired host the partition has again comes back into service."""
         from fleet.models import Host
 
         result = SyncResult()
         nodes = self.nodes()
-        existing = {h.name: h for h in Host.objects.filter(cluster=self.cluster)}
+        existing = {h.name: h for h in Host.with_retired.filter(cluster=self.cluster)}
         for name in sorted(nodes):
             node = nodes[name]
             gpus, kind = parse_gres(node.get("gres") or "")
@@ -691,12 +855,13 @@ class SlurmFleet(FleetBackend):
             if host is None:
                 Host.objects.create(cluster=self.cluster, name=name, gpus=gpus, group=group)
                 result.created.append(name)
-            elif host.gpus != gpus or (group and host.group != group):
+            elif host.gpus != gpus or (group and host.group != group) or host.retired:
                 host.gpus = gpus
                 host.group = group or host.group
-                host.save(update_fields=["gpus", "group"])
+                host.retired = None
+                host.save(update_fields=["gpus", "group", "retired"])
                 result.updated.append(name)
             else:
                 result.unchanged.append(name)
-        result.missing = sorted(set(existing) - set(nodes))
+        result.missing = sorted({n for n, h in existing.items() if not h.retired} - set(nodes))
         return result

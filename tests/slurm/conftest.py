@@ -65,7 +65,7 @@ def slurm_lab(lab, clean_slurm, tmp_path):
     cluster.grace = 3
     cluster.backend_config = {
         "slurm_conf": clean_slurm, "partition": PARTITION, "repair_seconds": 1,
-        "output_dir": str(tmp_path / "slurm-out"), "launch_timeout": 30,
+        "output_dir": str(tmp_path / "slurm-out"),
         "job_prefix": f"ts-test-{os.getpid()}",
     }
     cluster.save()

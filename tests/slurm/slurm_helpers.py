@@ -8,9 +8,11 @@ import time
 PARTITION = os.environ.get("TIMESHARE_SLURM_PARTITION", "timeshare")
 
 
-def slurm(*args, check=True, input=None) -> str:
+def slurm(*args, check=True, input=None, tz=None) -> str:
     """Run a Slurm command against the test cluster; its stdout."""
     env = dict(os.environ, SLURM_CONF=os.environ["TIMESHARE_SLURM_CONF"])
+    if tz:
+        env["TZ"] = tz
     done = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=30,
                           input=input)
     if check and done.returncode != 0:
@@ -66,3 +68,20 @@ def use_hosts(lab, *names):
     Host.objects.filter(cluster=lab.cluster).exclude(name__in=names).delete()
     lab.hosts = list(Host.objects.filter(cluster=lab.cluster).order_by("name"))
     return lab
+
+
+def accounting_record(job_id) -> dict | None:
+    """What Slurm accounting says of a job: state, exit code, start and end (UTC), or None."""
+    from datetime import UTC, datetime
+
+    line = slurm("sacct", "-X", "-P", "-n", "-o", "State,ExitCode,Start,End",
+                     f"--jobs={job_id}", tz="UTC").strip()
+    if not line:
+        return None
+    state, exit_code, start, end = line.splitlines()[0].split("|")
+
+    def when(text):
+        return None if text == "Unknown" else datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+    return {"state": state.split()[0], "exit_code": int(exit_code.split(":")[0]),
+            "start": when(start), "end": when(end)}

@@ -14,9 +14,9 @@ from slurm_helpers import job, jobs, nodes, slurm, use_hosts
 
 from fleet import services as host_services
 from fleet.backends.slurm import SlurmFleet
-from fleet.models import Cluster, Host
+from fleet.models import Cluster, Host, HostEvent
 from scheduler import loop, services
-from scheduler.models import Event, Run, RunGPU, Workload
+from scheduler.models import Event, Run, RunGPU, UsageRollup, Workload
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
@@ -229,13 +229,14 @@ def test_a_non_resumable_run_slurm_lost_ends_failed(slurm_lab):
     assert "Slurm lost job 999998" in Event.objects.get(workload=w, kind="failed").reason
 
 
-def test_a_run_whose_launch_never_reached_slurm_is_lost_after_the_launch_timeout(slurm_lab):
-    slurm_lab.cluster.backend_config["launch_timeout"] = 0
+def test_a_launch_slurm_refuses_ends_failed_with_the_refusal_and_is_not_charged(slurm_lab):
     slurm_lab.cluster.backend_config["sbatch_args"] = ["--no-such-option"]  # sbatch refuses
     slurm_lab.cluster.save()
-    w = workload(slurm_lab, SLEEP, resumable=False)
-    ticking(slurm_lab, lambda: Workload.objects.get(pk=w.pk).state == "FAILED", "the loss")
-    assert "never reached Slurm" in Event.objects.get(workload=w, kind="failed").reason
+    w = workload(slurm_lab, SLEEP, resumable=True)
+    ticking(slurm_lab, lambda: Workload.objects.get(pk=w.pk).state == "FAILED", "the refusal")
+    assert "Slurm refused the job" in Event.objects.get(workload=w, kind="failed").reason
+    assert not Run.objects.filter(workload=w).exists()  # it never started
+    assert not UsageRollup.objects.filter(budget=slurm_lab.a1, gpu_seconds__gt=0.001).exists()
 
 
 def test_gpus_are_rewritten_to_what_slurm_assigned(slurm_lab):
@@ -336,3 +337,33 @@ def _lines(path):
 
 def test_jobs_helper_sees_the_partition(clean_slurm):
     assert all(j["partition"] == "timeshare" for j in jobs())
+
+
+def test_switching_a_simulated_cluster_to_slurm_retires_the_hosts_slurm_does_not_have(
+        lab, clean_slurm):
+    simulated = {h.name for h in lab.hosts}
+    call_command("slurm_sync", lab.cluster.name, "--slurm-conf", clean_slurm,
+                 stdout=StringIO())
+    assert {h.name for h in Host.objects.filter(cluster=lab.cluster)} == {"n1", "n2", "n3", "n4"}
+    assert Cluster.objects.get(pk=lab.cluster.pk).gpu_count == 32
+    retired = HostEvent.objects.filter(kind="retired")
+    assert {e.host.name for e in retired} == simulated
+
+
+def test_the_users_log_says_the_grace_started_and_when_the_cancel_came(slurm_lab):
+    w = workload(slurm_lab, "trap 'echo got TERM' TERM\necho trapping\n"
+                 "while true; do sleep 1 & wait $!; done")
+    run = started_in_slurm(slurm_lab, w)
+    fleet = SlurmFleet(slurm_lab.cluster)
+    wait_for(lambda: "trapping" in _lines(fleet.output_path(w)), what="the trap set")
+    Run.objects.filter(pk=run.pk).update(signalled_at=timezone.now())
+    run.refresh_from_db()
+    fleet.signal(run)
+    wait_for(lambda: "got TERM" in _lines(fleet.output_path(w)), what="the TERM")
+    fleet.stop(run)
+    wait_for(lambda: job(run.backend_id)["job_state"] == "CANCELLED", what="the cancel")
+    lines = _lines(fleet.output_path(w))
+    grace = next(i for i, x in enumerate(lines) if "for its grace of 3 s" in x)
+    term = lines.index("got TERM")
+    over = next(i for i, x in enumerate(lines) if "grace over at" in x)
+    assert grace < term < over

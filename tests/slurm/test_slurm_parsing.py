@@ -1,6 +1,8 @@
 """What the Slurm backend reads from Slurm's JSON, and what it does when Slurm is unreachable.
 No live Slurm needed."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from fleet.backends import backend_for
@@ -13,7 +15,9 @@ from fleet.backends.slurm import (
     job_gpus,
     node_down,
     node_drained,
+    parse_config,
     parse_gres,
+    parse_sacct,
 )
 from fleet.models import Cluster, Host
 from scheduler import loop
@@ -96,3 +100,30 @@ def test_an_unreachable_slurm_is_recorded_on_its_cluster_and_the_others_keep_sch
     assert not loop.tick(fine.pk).error  # another cluster ticks as usual
     assert fine.samples.count() == 1
     assert broken.samples.count() == 0  # nothing was decided without Slurm
+
+
+def test_sacct_lines_read_as_final_jobs_with_shell_exit_codes_and_utc_times():
+    failed, = parse_sacct("41|ts-lab-7|FAILED|7:0|2026-11-30T06:12:21|2026-11-30T06:12:25|n2")
+    assert (failed["job_id"], failed["name"], failed["job_state"]) == ("41", "ts-lab-7", "FAILED")
+    assert exit_status(failed["exit_code"]) == 7
+    assert failed["final"] and failed["nodes"] == "n2"
+    assert failed["end_time"] == datetime(2026, 11, 30, 6, 12, 25, tzinfo=UTC).timestamp()
+
+
+def test_a_job_killed_by_a_signal_exits_128_plus_the_signal():
+    killed, = parse_sacct("9|x|CANCELLED by 0|0:15|2026-11-30T06:00:00|2026-11-30T06:01:00|n1")
+    assert killed["job_state"] == "CANCELLED"
+    assert exit_status(killed["exit_code"]) == 143
+
+
+def test_an_accounting_record_without_an_end_is_not_final():
+    running, = parse_sacct("9|x|COMPLETED|0:0|2026-11-30T06:00:00|Unknown|n1")
+    assert not running["final"]
+
+
+def test_the_running_configuration_gives_accounting_and_min_job_age():
+    config = parse_config("Configuration data as of 2026-11-30T06:00:00\n"
+                          "MinJobAge               = 2 sec\n"
+                          "AccountingStorageType   = accounting_storage/slurmdbd\n")
+    assert config["MinJobAge"] == "2 sec"
+    assert config["AccountingStorageType"] == "accounting_storage/slurmdbd"

@@ -5,7 +5,9 @@
 Re-running it never duplicates a host: known hosts get their GPU count updated, hosts Slurm
 no longer has are listed (never deleted: they keep their history). ``--slurm-conf`` and
 ``--partition`` are saved in the cluster's backend configuration, and the cluster is switched
-to the Slurm backend; ``--create`` creates the cluster when it does not exist yet.
+to the Slurm backend: when it ran on another backend, its hosts the partition does not have
+retire (a host event says why; nothing is scheduled on them, no capacity counts them).
+``--create`` creates the cluster when it does not exist yet.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -14,6 +16,7 @@ from django.db import transaction
 from fleet.backends.base import BackendUnavailable
 from fleet.backends.slurm import SlurmFleet
 from fleet.models import Cluster
+from fleet.services import switch_backend
 
 
 class Command(BaseCommand):
@@ -33,7 +36,8 @@ class Command(BaseCommand):
                     raise CommandError(f"no cluster {cluster!r} (use --create to create it)")
                 found = Cluster(name=cluster, gpu_type="", backend="slurm", backend_config={})
             config = dict(found.backend_config or {})
-            if found.backend != "slurm" and found.pk is not None:
+            switched = found.backend != "slurm" and found.pk is not None
+            if switched:
                 self.stdout.write(f"cluster {cluster}: backend {found.backend} -> slurm")
             found.backend = "slurm"
             if slurm_conf:
@@ -50,6 +54,11 @@ class Command(BaseCommand):
                 found.gpu_type = "GPU"
                 found.save()
                 fleet.cluster = found
+            if switched:
+                retired = switch_backend(found, "slurm", fleet.known_hosts())
+                if retired:
+                    self.stdout.write(f"retired (not in partition {fleet.partition}): "
+                                      + " ".join(retired))
             result = fleet.sync_hosts()
             if result.gpu_type and (not found.gpu_type or found.gpu_type == "GPU"):
                 found.gpu_type = result.gpu_type.upper()
