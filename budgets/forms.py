@@ -1,6 +1,6 @@
 from django import forms
 
-from budgets.models import MAX_SHARES, BudgetNode
+from budgets.models import MAX_SHARES, BudgetNode, MembershipChange
 from fleet.models import Cluster
 
 
@@ -51,3 +51,24 @@ class ChildForm(forms.ModelForm):
     class Meta:
         model = BudgetNode
         fields = ["name", "slug", "kind", "description"]
+
+
+class AddPersonForm(forms.Form):
+    person = forms.CharField(max_length=254, label="Username or email")
+    role = forms.ChoiceField(choices=MembershipChange.Role.choices, initial="member")
+    reason = forms.CharField(max_length=500, required=False)
+
+
+class RemovePersonForm(forms.Form):
+    person = forms.CharField(max_length=254, widget=forms.HiddenInput)
+    role = forms.ChoiceField(choices=MembershipChange.Role.choices, widget=forms.HiddenInput)
+    reason = forms.CharField(max_length=500, required=False)
+    move_to = forms.ModelChoiceField(
+        queryset=BudgetNode.objects.none(), required=False,
+        empty_label="cancel their pending work here", label="Pending work",
+    )
+
+    def __init__(self, *args, leaves=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if leaves is not None:
+            self.fields["move_to"].queryset = leaves

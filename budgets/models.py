@@ -48,6 +48,12 @@ class BudgetNode(models.Model):
         related_name="member_budgets",
         help_text="Users who may charge workloads to this budget (leaves only).",
     )
+    reviewers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="reviewed_budgets",
+        help_text="Users who read the reports and history of this subtree, and change nothing.",
+    )
 
     objects = BudgetNodeQuerySet.as_manager()
 
@@ -119,10 +125,10 @@ class Allocation(models.Model):
 
 class AppendOnlyQuerySet(models.QuerySet):
     def update(self, **kwargs):
-        raise TypeError("the allocation audit log is append-only")
+        raise TypeError("an audit log is append-only")
 
     def delete(self):
-        raise TypeError("the allocation audit log is append-only")
+        raise TypeError("an audit log is append-only")
 
 
 class AllocationChange(models.Model):
@@ -217,3 +223,51 @@ class ChangeRequest(models.Model):
 
     def __str__(self):
         return f"#{self.pk} {self.node.path}@{self.cluster.name} -> {self.requested_shares}"
+
+
+class MembershipChange(models.Model):
+    """Append-only audit entry for every person added to or removed from a budget's roles."""
+
+    class Role(models.TextChoices):
+        MANAGER = "manager"
+        MEMBER = "member"
+        REVIEWER = "reviewer"
+
+    class Action(models.TextChoices):
+        ADDED = "added"
+        REMOVED = "removed"
+
+    node = models.ForeignKey(
+        BudgetNode, on_delete=models.PROTECT, related_name="membership_changes"
+    )
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    person_name = models.CharField(max_length=150)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_by_name = models.CharField(max_length=150)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    reason = models.TextField(blank=True)
+    # What happened to the person's pending work when they left, in words.
+    outcome = models.CharField(max_length=500, blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.person_name} {self.action} as {self.role} " \
+            f"of {self.node.path}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("the membership audit log is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("the membership audit log is append-only")

@@ -6,9 +6,13 @@
 - A manager of X asks for a change of X's own share; the managers of X's parent decide it,
   but never on their own request.
 - Allocation history: managers read their subtree, members read the budgets they belong to.
+- Reviewers (finance, review meetings) read the tree, and the history and reports of the
+  subtrees they review; they change nothing.
+- People: a manager of X adds and removes the managers, members and reviewers of X and of
+  every node below it (the CEO, manager of the root, everywhere).
 """
 
-from django.db.models import Q
+from django.db.models import Q, Value
 
 from budgets.paths import PATH_SEPARATOR
 
@@ -20,15 +24,22 @@ class Roles:
         self.user = user
         self.superuser = bool(user.is_authenticated and user.is_superuser)
         if user.is_authenticated:
-            self.managed = sorted(user.managed_budgets.values_list("path", flat=True))
-            self.member_of = sorted(user.member_budgets.values_list("path", flat=True))
+            held: dict[str, list[str]] = {"manager": [], "member": [], "reviewer": []}
+            for role, path in _role_paths(user):
+                held[role].append(path)
+            self.managed, self.member_of, self.reviewing = (
+                sorted(held[role]) for role in ("manager", "member", "reviewer")
+            )
             self.operator = user.has_perm("fleet.operate_fleet")
         else:
-            self.managed, self.member_of, self.operator = [], [], False
+            self.managed, self.member_of, self.reviewing = [], [], []
+            self.operator = False
 
     @property
     def any(self) -> bool:
-        return self.superuser or self.operator or bool(self.managed or self.member_of)
+        return self.superuser or self.operator or bool(
+            self.managed or self.member_of or self.reviewing
+        )
 
     def manages(self, path: str) -> bool:
         """Manages the node itself or one of its ancestors."""
@@ -41,8 +52,20 @@ class Roles:
         return self.superuser or path in self.managed
 
 
+def _role_paths(user):
+    """(role, budget path) of every role the user holds, in one query."""
+    def paths(relation, role):
+        return relation.annotate(role=Value(role)).values_list("role", "path").order_by()
+
+    return paths(user.managed_budgets, "manager").union(
+        paths(user.member_budgets, "member"), paths(user.reviewed_budgets, "reviewer"),
+        all=True,
+    )
+
+
 def has_role(user) -> bool:
-    """Anyone with a role in the organisation (manager, member, operator); not outsiders."""
+    """Anyone with a role in the organisation (manager, member, reviewer, operator); not
+    outsiders."""
     return roles(user).any
 
 
@@ -79,10 +102,16 @@ def restrict_nodes(queryset, user, action: str):
         if who.superuser:
             return queryset.exclude(parent=None)
         return queryset.filter(_subtrees(who.managed, include_top=False))
+    if action == "people":  # whose managers, members and reviewers the user changes
+        if who.superuser:
+            return queryset
+        return queryset.filter(_subtrees(who.managed))
     if action == "history":
         if who.superuser:
             return queryset
-        return queryset.filter(_subtrees(who.managed) | Q(path__in=who.member_of))
+        return queryset.filter(
+            _subtrees(who.managed) | _subtrees(who.reviewing) | Q(path__in=who.member_of)
+        )
     raise ValueError(f"unknown action {action!r}")
 
 
@@ -123,3 +152,8 @@ def can_decide(user, change_request) -> bool:
         and change_request.requested_by_id != user.pk
         and roles(user).manages_directly(change_request.node.parent.path)
     )
+
+
+def can_manage_people(user, node) -> bool:
+    """Add or remove the managers, members and reviewers of the node."""
+    return roles(user).manages(node.path)

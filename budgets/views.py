@@ -5,15 +5,31 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from budgets import services
-from budgets.forms import ChangeRequestForm, ChildForm, DecisionForm, MoveForm, SharesForm
-from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
+from budgets import people, services
+from budgets.forms import (
+    AddPersonForm,
+    ChangeRequestForm,
+    ChildForm,
+    DecisionForm,
+    MoveForm,
+    RemovePersonForm,
+    SharesForm,
+)
+from budgets.models import (
+    Allocation,
+    AllocationChange,
+    BudgetNode,
+    ChangeRequest,
+    MembershipChange,
+)
 from budgets.permissions import (
     can_decide,
     can_edit_shares,
+    can_manage_people,
     can_request_change,
     roles,
 )
+from common.errors import ServiceError
 from fleet.models import Cluster
 
 UNPROCESSABLE = 422
@@ -78,7 +94,7 @@ def tree(request, cluster=None):
 @login_required
 def node_detail(request, pk):
     _require_role(request.user)
-    node = get_object_or_404(BudgetNode.objects.prefetch_related("managers", "members"), pk=pk)
+    node = get_object_or_404(BudgetNode, pk=pk)
     clusters = list(Cluster.objects.with_gpu_count())
     allocations = []
     for cluster in clusters:
@@ -98,8 +114,107 @@ def node_detail(request, pk):
         "requests": ChangeRequest.objects.restrict(request.user)
         .filter(node=node)
         .select_related("cluster", "requested_by", "decided_by")[:20],
+        **_people_context(request.user, node),
     }
     return render(request, "budgets/node_detail.html", context)
+
+
+PEOPLE_LOG_ROWS = 20
+
+
+def _movable_to(user):
+    """Leaves a manager may move a leaving member's pending work to."""
+    return BudgetNode.objects.restrict(user, "people").filter(children__isnull=True)
+
+
+def _people_context(user, node, add_form=None, error=None):
+    may_manage = can_manage_people(user, node)
+    log = MembershipChange.objects.filter(node=node) if (
+        BudgetNode.objects.restrict(user, "history").filter(pk=node.pk).exists()
+    ) else MembershipChange.objects.none()
+    return {
+        "people": [
+            (role, label, list(people.people_of(node, role).order_by("username")))
+            for role, label in MembershipChange.Role.choices
+        ],
+        "may_manage_people": may_manage,
+        "add_form": add_form or (AddPersonForm() if may_manage else None),
+        "move_targets": list(_movable_to(user).exclude(pk=node.pk)) if may_manage else [],
+        "people_error": error,
+        "people_log": log[:PEOPLE_LOG_ROWS],
+    }
+
+
+def _people_fragment(request, node, *, add_form=None, error=None, status=200):
+    context = {"node": node, **_people_context(request.user, node, add_form, error)}
+    return render(request, "budgets/_people.html", context, status=status)
+
+
+def _after_people_change(request, node, message):
+    if request.htmx:
+        return _people_fragment(request, node)
+    messages.success(request, message)
+    return redirect("budgets:node", pk=node.pk)
+
+
+def _people_refused(request, node, error_text, add_form=None):
+    if request.htmx:
+        return _people_fragment(request, node, add_form=add_form, error=error_text,
+                                status=UNPROCESSABLE)
+    messages.error(request, error_text)
+    return redirect("budgets:node", pk=node.pk)
+
+
+@login_required
+@require_POST
+def node_people_add(request, pk):
+    """A manager at or above the node gives someone a role on it (htmx swaps #people)."""
+    node = get_object_or_404(BudgetNode, pk=pk)
+    if not can_manage_people(request.user, node):
+        raise PermissionDenied(f"You do not manage {node.path} or a budget above it.")
+    form = AddPersonForm(request.POST)
+    if not form.is_valid():
+        return _people_refused(request, node, "Give a username or email and a role.", form)
+    data = form.cleaned_data
+    try:
+        change = people.add_person(request.user, node, data["person"], data["role"],
+                                   reason=data["reason"])
+    except people.PeopleError as error:
+        return _people_refused(request, node, str(error), form)
+    return _after_people_change(
+        request, node, f"{change.person_name} is now a {change.role} of {node.name}."
+    )
+
+
+@login_required
+@require_POST
+def node_people_remove(request, pk):
+    node = get_object_or_404(BudgetNode, pk=pk)
+    if not can_manage_people(request.user, node):
+        raise PermissionDenied(f"You do not manage {node.path} or a budget above it.")
+    form = RemovePersonForm(request.POST, leaves=_movable_to(request.user).exclude(pk=node.pk))
+    if not form.is_valid():
+        return _people_refused(request, node, "Choose a person, a role and where their "
+                               "pending work goes.")
+    data = form.cleaned_data
+    try:
+        change = people.remove_person(
+            request.user, node, data["person"], data["role"], reason=data["reason"],
+            move_to=data["move_to"],
+        )
+    except ServiceError as error:
+        return _people_refused(request, node, str(error))
+    done = f" ({change.outcome})" if change.outcome else ""
+    return _after_people_change(
+        request, node, f"{change.person_name} is no longer a {change.role} of {node.name}{done}."
+    )
+
+
+@login_required
+def people_search(request):
+    """Suggestions for the add-person field: `<option>`s of a datalist, for managers."""
+    found = people.search_people(request.user, request.GET.get("person", ""))
+    return render(request, "budgets/_people_options.html", {"found": found})
 
 
 def _history_page(request, entries, node=None):

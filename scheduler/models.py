@@ -144,6 +144,7 @@ class Event(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         HELD = "held", "Hosts reserved"
+        MOVED = "moved", "Moved to another budget"
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

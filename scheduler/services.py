@@ -6,6 +6,8 @@ decisions themselves (who runs where, who is preempted) belong to the engine, ap
 - ``submit``, ``cancel``: researchers (members of a budget leaf; cancel also its managers
   and operators).
 - ``explain``: why a workload is where it is, in one sentence.
+- ``settle_leavers_work``: a member left a budget; their pending work there is cancelled or
+  moved (``budgets.signals.member_leaving``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.dispatch import receiver
 from django.utils import timezone
 
-from budgets.models import BudgetNode
+from budgets.models import Allocation, BudgetNode
+from budgets.signals import member_leaving
 from common.errors import ServiceError
 from fleet.backends import backend_for
 from fleet.locks import lock_cluster
@@ -197,6 +201,54 @@ def cancel(user, workload: Workload) -> Workload:
         request_tick(current.cluster_id)
     workload.refresh_from_db()
     return workload
+
+
+@receiver(member_leaving, dispatch_uid="scheduler.settle_leavers_work")
+def settle_leavers_work(sender, node, person, by, move_to, reason, **kwargs) -> str:
+    """A member leaves ``node``: their pending workloads charged to it are cancelled with the
+    reason, or moved to ``move_to`` keeping their place in the queue. Running work finishes
+    as it would have; finished work and its history stay charged where they ran. Runs inside
+    the removal's transaction: a refusal here leaves the person a member."""
+    pending = Workload.objects.filter(owner=person, budget=node, state=Workload.State.PENDING)
+    for cluster_id in sorted(set(pending.values_list("cluster_id", flat=True))):
+        lock_cluster(cluster_id)  # no tick starts the work while it leaves
+    workloads = list(pending.select_for_update().select_related("cluster"))
+    if not workloads:
+        return ""
+    why = f"{person.get_username()} left {node.path}" + (f": {reason}" if reason else "")
+    now = timezone.now()
+    if move_to is not None:
+        allocated_on = set(
+            Allocation.objects.filter(node=move_to).values_list("cluster_id", flat=True)
+        )
+        for workload in workloads:
+            if workload.allocated and workload.cluster_id not in allocated_on:
+                raise SubmissionError(
+                    f"{move_to.path} has no allocation on {workload.cluster.name}, so "
+                    f"{workload.name} (#{workload.pk}) could not run allocated there: move it "
+                    "to a budget with shares there, or cancel it.", "move_to",
+                )
+        for workload in workloads:
+            workload.budget = move_to
+            workload.save(update_fields=["budget"])
+            Event.objects.create(
+                workload=workload, at=now, kind=Event.Kind.MOVED,
+                reason=f"moved from {node.path} to {move_to.path} by {by.get_username()}: {why}",
+            )
+            request_tick(workload.cluster_id)
+        return f"{len(workloads)} pending workload(s) moved to {move_to.path}"
+    for workload in workloads:
+        workload.state = Workload.State.CANCELLED
+        workload.finished = now
+        workload.queue_position = None
+        workload.queue_reason = ""
+        workload.save(update_fields=["state", "finished", "queue_position", "queue_reason"])
+        Event.objects.create(
+            workload=workload, at=now, kind=Event.Kind.CANCELLED,
+            reason=f"cancelled by {by.get_username()}: {why}",
+        )
+        request_tick(workload.cluster_id)
+    return f"{len(workloads)} pending workload(s) cancelled"
 
 
 def explain(workload: Workload) -> str:

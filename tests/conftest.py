@@ -23,7 +23,13 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from budgets import services
-from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
+from budgets.models import (
+    Allocation,
+    AllocationChange,
+    BudgetNode,
+    ChangeRequest,
+    MembershipChange,
+)
 from fleet.models import Cluster, Host
 
 # Every fixture module, registered once for the whole suite:
@@ -152,6 +158,13 @@ def snapshot():
             ChangeRequest.objects.values_list("pk", "state", "requested_shares", "decided_by")
         ),
         "nodes": sorted(BudgetNode.objects.values_list("pk", "parent_id", "path")),
+        "people": sorted(
+            (node.pk, role, user)
+            for node in BudgetNode.objects.all()
+            for role in ("managers", "members", "reviewers")
+            for user in getattr(node, role).values_list("username", flat=True)
+        ),
+        "membership_changes": MembershipChange.objects.count(),
     }
 
 

@@ -4,7 +4,7 @@ types and ranges; budgets.services decides and writes."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest
+from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest, MembershipChange
 from fleet.models import Cluster
 
 
@@ -115,4 +115,47 @@ class DecisionSerializer(serializers.Serializer):
     comment = serializers.CharField(
         max_length=5000, required=False, allow_blank=True, default="",
         help_text="Required to reject.",
+    )
+
+
+class PersonSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    name = serializers.CharField(source="get_full_name")
+    email = serializers.CharField()
+
+
+class MembershipChangeSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.path", read_only=True)
+    person = serializers.CharField(source="person_name", read_only=True)
+    changed_by = serializers.CharField(source="changed_by_name", read_only=True)
+
+    class Meta:
+        model = MembershipChange
+        fields = ["at", "node", "person", "role", "action", "changed_by", "reason", "outcome"]
+        read_only_fields = fields
+
+
+class PeopleSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    managers = PersonSerializer(many=True)
+    members = PersonSerializer(many=True)
+    reviewers = PersonSerializer(many=True)
+    can_manage = serializers.BooleanField(help_text="You may add and remove people here.")
+    changes = MembershipChangeSerializer(
+        many=True, help_text="The latest changes, newest first (if you may read its history)."
+    )
+
+
+class PersonChangeSerializer(serializers.Serializer):
+    person = serializers.CharField(max_length=254, help_text="Username or email.")
+    role = serializers.ChoiceField(choices=MembershipChange.Role.choices, default="member")
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class PersonRemovalSerializer(PersonChangeSerializer):
+    move_to = serializers.SlugRelatedField(
+        slug_field="path", queryset=BudgetNode.objects.all(), required=False, allow_null=True,
+        default=None,
+        help_text="A leaving member's pending work moves to this leaf (a budget path you "
+        "manage); without it, it is cancelled.",
     )

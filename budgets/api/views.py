@@ -5,16 +5,16 @@ from budgets.permissions (the portal's rules), every change from budgets.service
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
-from rest_framework.decorators import action
+from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from budgets import services
+from budgets import people, services
 from budgets.api import serializers as s
 from budgets.api.permissions import HasRole
-from budgets.models import BudgetNode, ChangeRequest
-from budgets.permissions import can_decide
+from budgets.models import BudgetNode, ChangeRequest, MembershipChange
+from budgets.permissions import can_decide, can_manage_people
 from common.api.base import RejectNulMixin
 from common.api.exceptions import Conflict
 from fleet.models import Cluster
@@ -47,6 +47,68 @@ class BudgetViewSet(RejectNulMixin, mixins.RetrieveModelMixin, viewsets.GenericV
             expected_version=data.get("version"),
         )
         return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
+
+    def _people(self, node, code=200):
+        user = self.request.user
+        readable = BudgetNode.objects.restrict(user, "history").filter(pk=node.pk).exists()
+        changes = MembershipChange.objects.filter(node=node) if readable else []
+        body = {
+            "node": node.path,
+            **{f"{role}s": people.people_of(node, role).order_by("username")
+               for role in MembershipChange.Role.values},
+            "can_manage": can_manage_people(user, node),
+            "changes": changes[:PEOPLE_LOG_ROWS],
+        }
+        return Response(s.PeopleSerializer(body).data, status=code)
+
+    @extend_schema(summary="The managers, members and reviewers of a budget",
+                   responses=s.PeopleSerializer)
+    @extend_schema(
+        methods=["POST"], request=s.PersonChangeSerializer, responses={201: s.PeopleSerializer},
+        summary="Give someone a role on a budget at or below one you manage",
+    )
+    @action(detail=True, methods=["get", "post"], url_path="people")
+    def people_of_budget(self, request, pk=None):
+        node = self.get_object()
+        if request.method == "GET":
+            return self._people(node)
+        form = s.PersonChangeSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        people.add_person(request.user, node, data["person"], data["role"],
+                          reason=data["reason"])
+        return self._people(node, 201)
+
+    @extend_schema(
+        summary="Take a role away; a leaving member's pending work is cancelled or moved",
+        request=s.PersonRemovalSerializer, responses=s.PeopleSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="people/remove")
+    def remove_person(self, request, pk=None):
+        node = self.get_object()
+        form = s.PersonRemovalSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        people.remove_person(request.user, node, data["person"], data["role"],
+                             reason=data["reason"], move_to=data["move_to"])
+        return self._people(node)
+
+
+PEOPLE_LOG_ROWS = 50
+
+
+@extend_schema(
+    summary="Find people by username, email or name (for managers choosing whom to add)",
+    parameters=[OpenApiParameter("q", str, description="At least 2 characters.")],
+    responses=s.PersonSerializer(many=True),
+)
+@api_view(["GET"])
+@permission_classes([IsAuthenticated, HasRole])
+def people_search(request):
+    return Response(
+        s.PersonSerializer(people.search_people(request.user, request.GET.get("q", "")),
+                           many=True).data
+    )
 
 
 REQUEST_FILTERS = [
