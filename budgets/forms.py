@@ -1,6 +1,6 @@
 from django import forms
 
-from budgets.models import MAX_SHARES, BudgetNode, MembershipChange
+from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest, MembershipChange
 from fleet.models import Cluster
 
 
@@ -12,19 +12,38 @@ class SharesForm(forms.Form):
 
 
 class ChangeRequestForm(forms.Form):
+    kind = forms.ChoiceField(
+        choices=ChangeRequest.Kind.choices, initial=ChangeRequest.Kind.SHARES,
+        widget=forms.RadioSelect, label="Ask for", required=False,
+    )
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
     shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES, required=False)
     percent = forms.DecimalField(
         min_value=0.01, max_value=99.99, decimal_places=2, required=False,
         label="or % of parent",
     )
+    boost_until = forms.DateTimeField(
+        required=False, label="Boost until (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    child_name = forms.CharField(max_length=100, required=False, label="New budget's name")
+    child_slug = forms.SlugField(max_length=50, required=False, label="New budget's short name")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000)
 
     def clean(self):
         data = super().clean()
-        if not self.errors and (data.get("shares") is None) == (data.get("percent") is None):
+        data["kind"] = data.get("kind") or ChangeRequest.Kind.SHARES
+        child = data["kind"] == ChangeRequest.Kind.CHILD
+        if not self.errors and not child and (
+            (data.get("shares") is None) == (data.get("percent") is None)
+        ):
             raise forms.ValidationError("Ask for either shares or a percentage of the parent.")
         return data
+
+
+class CommentForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=5000,
+                           label="Comment")
 
 
 class DecisionForm(forms.Form):

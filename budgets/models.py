@@ -179,7 +179,8 @@ class ChangeRequestQuerySet(models.QuerySet):
 
 
 class ChangeRequest(models.Model):
-    """A manager asks the managers of the parent node for a different share of their own node."""
+    """A member or manager of a budget asks for more: shares, a temporary boost, or a new child
+    budget. The managers of ``deciding_node`` decide; they may pass it up the tree."""
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -187,19 +188,36 @@ class ChangeRequest(models.Model):
         REJECTED = "rejected"
         WITHDRAWN = "withdrawn"
 
+    class Kind(models.TextChoices):
+        SHARES = "shares", "Different shares"
+        BOOST = "boost", "Temporary boost"
+        CHILD = "child", "New child budget"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.SHARES)
     node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="change_requests")
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="change_requests")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="budget_requests"
     )
+    # Whose managers decide now: the parent for shares and boosts, the node itself for a new
+    # child; one level up each time a decider passes the request on.
+    deciding_node = models.ForeignKey(
+        BudgetNode, on_delete=models.CASCADE, related_name="requests_to_decide"
+    )
     shares_before = models.PositiveIntegerField(null=True, blank=True)
     requested_shares = models.PositiveIntegerField(
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)],
+        help_text="The node's shares (a new child's, for a child request).",
     )
     requested_percent = models.DecimalField(
         max_digits=5, decimal_places=2, null=True, blank=True,
         help_text="The % of the parent the requester asked for, if they asked in percent.",
     )
+    boost_until = models.DateTimeField(
+        null=True, blank=True, help_text="A boost ends then: the shares go back."
+    )
+    child_name = models.CharField(max_length=100, blank=True)
+    child_slug = models.SlugField(max_length=50, blank=True)
     reason = models.TextField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     created = models.DateTimeField(default=timezone.now)
@@ -215,14 +233,74 @@ class ChangeRequest(models.Model):
         ordering = ["-created", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["node", "cluster"],
+                fields=["node", "cluster", "kind"],
                 condition=Q(state="pending"),
-                name="one_pending_request_per_allocation",
+                name="one_pending_request_per_kind",
             ),
         ]
 
     def __str__(self):
         return f"#{self.pk} {self.node.path}@{self.cluster.name} -> {self.requested_shares}"
+
+
+class RequestEntry(models.Model):
+    """The request's thread: its states and its comments, in order. Append-only."""
+
+    class Kind(models.TextChoices):
+        FILED = "filed"
+        COMMENT = "comment"
+        PASSED_UP = "passed_up", "Passed up"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    request = models.ForeignKey(ChangeRequest, on_delete=models.CASCADE, related_name="entries")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150)
+    at = models.DateTimeField(default=timezone.now)
+    text = models.TextField(blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"#{self.request_id} {self.at:%Y-%m-%d %H:%M} {self.kind} by {self.author_name}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("a request's thread is append-only")
+        super().save(*args, **kwargs)
+
+
+class ScheduledShareChange(models.Model):
+    """Shares a node gets at a later moment (the end of a boost); a Celery beat task applies
+    it then, through the audit log, exactly once."""
+
+    node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    shares = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
+    )
+    effective_at = models.DateTimeField(db_index=True)
+    reason = models.TextField()
+    scheduled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    request = models.ForeignKey(
+        ChangeRequest, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["effective_at", "id"]
+
+    def __str__(self):
+        return f"{self.node.path}@{self.cluster.name} -> {self.shares} at {self.effective_at}"
 
 
 class MembershipChange(models.Model):

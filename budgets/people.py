@@ -75,7 +75,7 @@ def _require_manager(user, node):
         raise PermissionDenied(f"You do not manage {node.path} or a budget above it.")
 
 
-def _record(node, person, role, action, user, reason, outcome=""):
+def record_membership_change(node, person, role, action, user, reason, outcome=""):
     MembershipChange.objects.create(
         node=node,
         person=person,
@@ -102,7 +102,8 @@ def add_person(user, node, person, role, *, reason="") -> MembershipChange:
                 f"{person.get_username()} is already a {role} of {node.name}.", field="person"
             )
         people_of(node, role).add(person)
-        _record(node, person, role, MembershipChange.Action.ADDED, user, reason.strip())
+        record_membership_change(node, person, role, MembershipChange.Action.ADDED, user,
+                                 reason.strip())
     return node.membership_changes.first()
 
 
@@ -146,6 +147,6 @@ def remove_person(user, node, person, role, *, reason="", move_to=None) -> Membe
             )
             outcome = "; ".join(answer for _, answer in answers if answer)
         holders.remove(person)
-        _record(node, person, role, MembershipChange.Action.REMOVED, user, reason.strip(),
-                outcome)
+        record_membership_change(node, person, role, MembershipChange.Action.REMOVED, user,
+                                 reason.strip(), outcome)
     return node.membership_changes.first()

@@ -3,8 +3,10 @@
 - Anyone with a role (manager, member, operator) reads the whole tree: budgets are public
   inside the organisation, which is what makes them a fair currency. Outsiders read nothing.
 - A manager of X changes the shares of every node strictly below X, directly.
-- A manager of X asks for a change of X's own share; the managers of X's parent decide it,
-  but never on their own request.
+- A manager or member of X asks for more for X (shares, a temporary boost, a new child);
+  the managers of the request's deciding node decide it (X's parent for shares, X for a
+  child), never on their own request; a decider may pass it up to the next level.
+- Everyone who sees a request may comment on it.
 - Allocation history: managers read their subtree, members read the budgets they belong to.
 - Reviewers (finance, review meetings) read the tree, and the history and reports of the
   subtrees they review; they change nothing.
@@ -127,7 +129,7 @@ def restrict_requests(queryset, user, action: str):
         pending = queryset.filter(state="pending").exclude(requested_by=user)
         if who.superuser:
             return pending
-        return pending.filter(node__parent__path__in=who.managed)
+        return pending.filter(deciding_node__path__in=who.managed)
     raise ValueError(f"unknown action {action!r}")
 
 
@@ -143,14 +145,26 @@ def can_edit_shares(user, node) -> bool:
 
 
 def can_request_change(user, node) -> bool:
-    return node.parent_id is not None and roles(user).manages_directly(node.path)
+    """Its managers and members ask for more for their own budget."""
+    who = roles(user)
+    return node.parent_id is not None and (
+        who.manages_directly(node.path) or node.path in who.member_of
+    )
 
 
 def can_decide(user, change_request) -> bool:
     return (
         change_request.state == "pending"
         and change_request.requested_by_id != user.pk
-        and roles(user).manages_directly(change_request.node.parent.path)
+        and roles(user).manages_directly(change_request.deciding_node.path)
+    )
+
+
+def can_pass_up(user, change_request) -> bool:
+    """A decider hands the request to the managers one level up."""
+    return (
+        can_decide(user, change_request)
+        and change_request.deciding_node.parent_id is not None
     )
 
 

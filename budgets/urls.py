@@ -19,4 +19,6 @@ urlpatterns = [
     path("requests/", views.request_list, name="requests"),
     path("requests/<int:pk>/", views.request_detail, name="request"),
     path("requests/<int:pk>/withdraw/", views.request_withdraw, name="request_withdraw"),
+    path("requests/<int:pk>/comment/", views.request_comment, name="request_comment"),
+    path("requests/<int:pk>/pass-up/", views.request_pass_up, name="request_pass_up"),
 ]

@@ -10,6 +10,7 @@ from budgets.forms import (
     AddPersonForm,
     ChangeRequestForm,
     ChildForm,
+    CommentForm,
     DecisionForm,
     MoveForm,
     RemovePersonForm,
@@ -26,6 +27,7 @@ from budgets.permissions import (
     can_decide,
     can_edit_shares,
     can_manage_people,
+    can_pass_up,
     can_request_change,
     roles,
 )
@@ -277,8 +279,12 @@ def request_list(request):
 def request_create(request, pk):
     node = get_object_or_404(BudgetNode, pk=pk)
     if not can_request_change(request.user, node):
-        raise PermissionDenied(f"Only the managers of {node.path} may ask to change its share.")
-    form = ChangeRequestForm(request.POST or None, initial={"cluster": request.GET.get("cluster")})
+        raise PermissionDenied(
+            f"Only the managers and members of {node.path} may ask for more for it."
+        )
+    form = ChangeRequestForm(request.POST or None, initial={
+        "cluster": request.GET.get("cluster"), "kind": request.GET.get("kind", "shares"),
+    })
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -286,7 +292,9 @@ def request_create(request, pk):
             try:
                 change_request = services.request_change(
                     request.user, node, data["cluster"], reason=data["reason"],
-                    shares=data["shares"], percent=data["percent"],
+                    shares=data["shares"], percent=data["percent"], kind=data["kind"],
+                    boost_until=data["boost_until"], child_name=data["child_name"],
+                    child_slug=data["child_slug"],
                 )
             except services.BudgetError as error:
                 form.add_error(error.field if error.field in form.fields else None, str(error))
@@ -297,24 +305,35 @@ def request_create(request, pk):
     return render(request, "budgets/request_form.html", {"node": node, "form": form}, status=status)
 
 
+REQUEST_RELATED = ("node", "node__parent", "cluster", "requested_by", "decided_by",
+                   "deciding_node")
+
+
+def _request_context(user, change_request, form=None, comment_form=None):
+    return {
+        "change_request": change_request,
+        "effects": services.effect_of(change_request),
+        "form": form if can_decide(user, change_request) else None,
+        "can_pass_up": can_pass_up(user, change_request),
+        "can_withdraw": change_request.requested_by_id == user.pk
+        and change_request.state == ChangeRequest.State.PENDING,
+        "entries": change_request.entries.all(),
+        "comment_form": comment_form or CommentForm(),
+    }
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def request_detail(request, pk):
     change_request = get_object_or_404(
-        ChangeRequest.objects.restrict(request.user).select_related(
-            "node", "node__parent", "cluster", "requested_by", "decided_by"
-        ),
-        pk=pk,
+        ChangeRequest.objects.restrict(request.user).select_related(*REQUEST_RELATED), pk=pk
     )
     form = DecisionForm(request.POST or None)
     status = 200
     if request.method == "POST":
+        if change_request.state != ChangeRequest.State.PENDING:
+            return _decided_already(request, change_request)
         if not can_decide(request.user, change_request):
-            if change_request.state != ChangeRequest.State.PENDING:
-                return render(request, "budgets/request_detail.html", {
-                    "change_request": change_request, "form": None,
-                    "error": f"This request was already {change_request.state}.",
-                }, status=409)
             raise PermissionDenied("You may not decide this request.")
         if form.is_valid():
             try:
@@ -323,20 +342,72 @@ def request_detail(request, pk):
                     approve=form.cleaned_data["decision"] == "approve",
                     comment=form.cleaned_data["comment"],
                 )
+            except services.StaleEdit:
+                change_request.refresh_from_db()
+                return _decided_already(request, change_request)
             except services.BudgetError as error:
                 form.add_error(error.field if error.field in form.fields else None, str(error))
             else:
                 messages.success(request, f"Request #{change_request.pk} {change_request.state}.")
                 return redirect("budgets:requests")
         status = UNPROCESSABLE
-    context = {
-        "change_request": change_request,
-        "effects": services.effect_of(change_request),
-        "form": form if can_decide(request.user, change_request) else None,
-        "can_withdraw": change_request.requested_by_id == request.user.pk
-        and change_request.state == ChangeRequest.State.PENDING,
-    }
-    return render(request, "budgets/request_detail.html", context, status=status)
+    return render(request, "budgets/request_detail.html",
+                  _request_context(request.user, change_request, form), status=status)
+
+
+def _decided_already(request, change_request):
+    """The second decider: the first decision stands, said plainly (409 Conflict)."""
+    context = _request_context(request.user, change_request)
+    context["error"] = services.already_decided(change_request)
+    return render(request, "budgets/request_detail.html", context, status=409)
+
+
+@login_required
+@require_POST
+def request_comment(request, pk):
+    """Add to the request's thread (htmx swaps #thread)."""
+    change_request = get_object_or_404(
+        ChangeRequest.objects.restrict(request.user).select_related(*REQUEST_RELATED), pk=pk
+    )
+    form = CommentForm(request.POST)
+    status = 200
+    if form.is_valid():
+        try:
+            services.comment_on(request.user, change_request, form.cleaned_data["text"])
+        except services.BudgetError as error:
+            form.add_error("text", str(error))
+            status = UNPROCESSABLE
+        else:
+            form = CommentForm()
+    else:
+        status = UNPROCESSABLE
+    if not request.htmx:
+        if status != 200:
+            messages.error(request, " ".join(form.errors.get("text", ["Write a comment."])))
+        return redirect("budgets:request", pk=pk)
+    context = _request_context(request.user, change_request, comment_form=form)
+    return render(request, "budgets/_request_thread.html", context, status=status)
+
+
+@login_required
+@require_POST
+def request_pass_up(request, pk):
+    change_request = get_object_or_404(
+        ChangeRequest.objects.restrict(request.user).select_related(*REQUEST_RELATED), pk=pk
+    )
+    if change_request.state != ChangeRequest.State.PENDING:
+        return _decided_already(request, change_request)
+    try:
+        services.pass_up(request.user, change_request, comment=request.POST.get("comment", ""))
+    except services.StaleEdit:
+        change_request.refresh_from_db()
+        return _decided_already(request, change_request)
+    except services.BudgetError as error:
+        messages.error(request, str(error))
+        return redirect("budgets:request", pk=pk)
+    messages.success(request, f"Request #{pk} passed up to the managers of "
+                     f"{change_request.deciding_node.path}.")
+    return redirect("budgets:requests")
 
 
 @login_required

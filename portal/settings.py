@@ -176,6 +176,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduler.compact_samples",
         "schedule": 3600.0,
     },
+    "apply-share-changes": {  # ends of boosts, on the minute
+        "task": "budgets.apply_share_changes",
+        "schedule": 60.0,
+        "options": {"expires": 50},
+    },
 }
 
 LOGGING = {

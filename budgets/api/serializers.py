@@ -4,7 +4,13 @@ types and ranges; budgets.services decides and writes."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest, MembershipChange
+from budgets.models import (
+    MAX_SHARES,
+    BudgetNode,
+    ChangeRequest,
+    MembershipChange,
+    RequestEntry,
+)
 from fleet.models import Cluster
 
 
@@ -66,30 +72,67 @@ class ChangeRequestSerializer(serializers.ModelSerializer):
     decided_by = serializers.CharField(
         source="decided_by.username", default=None, allow_null=True, read_only=True
     )
+    deciding_node = serializers.CharField(
+        source="deciding_node.path", read_only=True,
+        help_text="Whose managers decide now (one level up each time it is passed up).",
+    )
     can_decide = serializers.BooleanField(read_only=True)
+    can_pass_up = serializers.BooleanField(read_only=True)
     can_withdraw = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = ChangeRequest
         fields = [
-            "id", "node", "cluster", "requested_by", "shares_before", "requested_shares",
-            "requested_percent", "reason", "state", "created", "decided_by", "decided_at",
-            "decision_comment", "can_decide", "can_withdraw",
+            "id", "kind", "node", "cluster", "requested_by", "deciding_node", "shares_before",
+            "requested_shares", "requested_percent", "boost_until", "child_name", "child_slug",
+            "reason", "state", "created", "decided_by", "decided_at", "decision_comment",
+            "can_decide", "can_pass_up", "can_withdraw",
         ]
+        read_only_fields = fields
+
+
+class RequestEntrySerializer(serializers.ModelSerializer):
+    author = serializers.CharField(source="author_name", read_only=True)
+
+    class Meta:
+        model = RequestEntry
+        fields = ["at", "kind", "author", "text"]
         read_only_fields = fields
 
 
 class ChangeRequestDetailSerializer(ChangeRequestSerializer):
     effects = EffectSerializer(many=True, read_only=True)
+    entries = RequestEntrySerializer(
+        many=True, read_only=True, help_text="Its states and comments, oldest first."
+    )
 
     class Meta(ChangeRequestSerializer.Meta):
-        fields = [*ChangeRequestSerializer.Meta.fields, "effects"]
+        fields = [*ChangeRequestSerializer.Meta.fields, "effects", "entries"]
         read_only_fields = fields
 
 
+class CommentSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=5000)
+
+
+class PassUpSerializer(serializers.Serializer):
+    comment = serializers.CharField(max_length=5000, required=False, allow_blank=True,
+                                    default="")
+
+
 class ChangeRequestCreateSerializer(serializers.Serializer):
-    """Ask the parent's managers for a different share of a budget you manage: give either
-    `shares` or `percent` (of the parent, the siblings' shares unchanged)."""
+    """Ask for more for a budget you manage or belong to. `shares` (default kind): either
+    `shares` or `percent` (of the parent, the siblings' shares unchanged), decided by the
+    parent's managers; `boost`: the same plus `boost_until`, after which the shares go back;
+    `child`: a new child budget `child_name` / `child_slug` with `shares`, decided by the
+    budget's own managers."""
+
+    kind = serializers.ChoiceField(choices=ChangeRequest.Kind.choices, default="shares")
+    boost_until = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    child_name = serializers.CharField(max_length=100, required=False, allow_blank=True,
+                                       default="")
+    child_slug = serializers.CharField(max_length=50, required=False, allow_blank=True,
+                                       default="")
 
     node = serializers.SlugRelatedField(
         slug_field="path", queryset=BudgetNode.objects.all(), help_text="Budget path."

@@ -14,7 +14,7 @@ from budgets import people, services
 from budgets.api import serializers as s
 from budgets.api.permissions import HasRole
 from budgets.models import BudgetNode, ChangeRequest, MembershipChange
-from budgets.permissions import can_decide, can_manage_people
+from budgets.permissions import can_decide, can_manage_people, can_pass_up
 from common.api.base import RejectNulMixin
 from common.api.exceptions import Conflict
 from fleet.models import Cluster
@@ -139,7 +139,7 @@ class ChangeRequestViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return ChangeRequest.objects.none()
         return ChangeRequest.objects.restrict(self.request.user).select_related(
-            "node", "node__parent", "cluster", "requested_by", "decided_by"
+            "node", "node__parent", "cluster", "requested_by", "decided_by", "deciding_node"
         )
 
     def filter_queryset(self, queryset):
@@ -167,6 +167,7 @@ class ChangeRequestViewSet(
     def _mark(self, change_request):
         user = self.request.user
         change_request.can_decide = can_decide(user, change_request)
+        change_request.can_pass_up = can_pass_up(user, change_request)
         change_request.can_withdraw = (
             change_request.requested_by_id == user.pk
             and change_request.state == ChangeRequest.State.PENDING
@@ -190,7 +191,7 @@ class ChangeRequestViewSet(
         return self._detail(self.get_object())
 
     @extend_schema(
-        summary="Ask for a different share of a budget you manage",
+        summary="Ask for more for a budget you manage or belong to: shares, a boost, a child",
         request=s.ChangeRequestCreateSerializer,
         responses={201: s.ChangeRequestDetailSerializer},
     )
@@ -200,14 +201,16 @@ class ChangeRequestViewSet(
         data = form.validated_data
         change_request = services.request_change(
             request.user, data["node"], data["cluster"], reason=data["reason"],
-            shares=data.get("shares"), percent=data.get("percent"),
+            shares=data.get("shares"), percent=data.get("percent"), kind=data["kind"],
+            boost_until=data["boost_until"], child_name=data["child_name"],
+            child_slug=data["child_slug"],
         )
         return self._detail(change_request, 201)
 
     def _pending(self):
         change_request = self.get_object()
         if change_request.state != ChangeRequest.State.PENDING:
-            raise Conflict(f"This request was already {change_request.state}.")
+            raise Conflict(services.already_decided(change_request))
         return change_request
 
     def _decide(self, request, approve: bool):
@@ -234,6 +237,30 @@ class ChangeRequestViewSet(
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         return self._decide(request, approve=False)
+
+    @extend_schema(
+        summary="Comment on a request you see", request=s.CommentSerializer,
+        responses={201: s.ChangeRequestDetailSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def comment(self, request, pk=None):
+        change_request = self.get_object()
+        form = s.CommentSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        services.comment_on(request.user, change_request, form.validated_data["text"])
+        return self._detail(change_request, 201)
+
+    @extend_schema(
+        summary="Pass the request up to the managers one level above (deciders)",
+        request=s.PassUpSerializer, responses=s.ChangeRequestDetailSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="pass-up")
+    def pass_up(self, request, pk=None):
+        change_request = self._pending()
+        form = s.PassUpSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        services.pass_up(request.user, change_request, comment=form.validated_data["comment"])
+        return self._detail(change_request)
 
     @extend_schema(
         summary="Withdraw your own pending request", request=None,
