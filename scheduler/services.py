@@ -32,6 +32,7 @@ from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine_views import budget_tree, engine_hosts, engine_params
 from scheduler.loop import charge_usage
 from scheduler.models import Event, Run, RunGPU, Workload
+from scheduler.signals import announce_events
 from scheduler.tasks import request_tick
 
 log = logging.getLogger(__name__)
@@ -194,10 +195,11 @@ def cancel(user, workload: Workload) -> Workload:
         current.queue_position = None
         current.queue_reason = ""
         current.save(update_fields=["state", "finished", "queue_position", "queue_reason"])
-        Event.objects.create(
+        cancelled = Event.objects.create(
             workload=current, run=run, at=now, kind=Event.Kind.CANCELLED,
             reason=f"cancelled by {who}" + (", run stopped and GPUs released" if run else ""),
         )
+        announce_events([cancelled], actor=user)
         request_tick(current.cluster_id)
     workload.refresh_from_db()
     return workload
@@ -237,17 +239,19 @@ def settle_leavers_work(sender, node, person, by, move_to, reason, **kwargs) -> 
             )
             request_tick(workload.cluster_id)
         return f"{len(workloads)} pending workload(s) moved to {move_to.path}"
+    cancelled = []
     for workload in workloads:
         workload.state = Workload.State.CANCELLED
         workload.finished = now
         workload.queue_position = None
         workload.queue_reason = ""
         workload.save(update_fields=["state", "finished", "queue_position", "queue_reason"])
-        Event.objects.create(
+        cancelled.append(Event.objects.create(
             workload=workload, at=now, kind=Event.Kind.CANCELLED,
             reason=f"cancelled by {by.get_username()}: {why}",
-        )
+        ))
         request_tick(workload.cluster_id)
+    announce_events(cancelled, actor=by)
     return f"{len(workloads)} pending workload(s) cancelled"
 
 

@@ -35,13 +35,15 @@ from fleet.models import Cluster, Host
 # Every fixture module, registered once for the whole suite:
 # fixtures_scheduler (workloads and hosts for the pages), fixtures_loop (the live loop's lab
 # with a controlled clock), fixtures_worker (a real Celery worker process), fixtures_api (API
-# clients with real tokens), fixtures_reports (known histories for the reports).
+# clients with real tokens), fixtures_reports (known histories for the reports), fixtures_mail
+# (a real SMTP server in the test process).
 pytest_plugins = [
     "fixtures_scheduler",
     "fixtures_loop",
     "fixtures_worker",
     "fixtures_api",
     "fixtures_reports",
+    "fixtures_mail",
 ]
 
 PASSWORD = "persona-password"
