@@ -9,6 +9,8 @@ class SharesForm(forms.Form):
     version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
     shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES)
     reason = forms.CharField(max_length=500, required=False)
+    effective_at = forms.DateTimeField(required=False, label="From (UTC; empty: now)")
+    expires_at = forms.DateTimeField(required=False, label="Expires (UTC; empty: never)")
 
 
 class ChangeRequestForm(forms.Form):

@@ -109,6 +109,10 @@ class Allocation(models.Model):
     # the same allocation cannot silently overwrite each other.
     version = models.PositiveIntegerField(default=1)
     updated = models.DateTimeField(auto_now=True)
+    # On expiry the allocation goes (its share returns to its siblings); its managers are
+    # warned a week before.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    expiry_warned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["cluster", "node__path"]
@@ -278,8 +282,8 @@ class RequestEntry(models.Model):
 
 
 class ScheduledShareChange(models.Model):
-    """Shares a node gets at a later moment (the end of a boost); a Celery beat task applies
-    it then, through the audit log, exactly once."""
+    """Shares a node gets at a later moment (a change with an effective date, the end of a
+    boost); a Celery beat task applies it then, through the audit log, exactly once."""
 
     node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="+")
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
@@ -287,6 +291,9 @@ class ScheduledShareChange(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
     )
     effective_at = models.DateTimeField(db_index=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="The allocation then expires at this moment."
+    )
     reason = models.TextField()
     scheduled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"

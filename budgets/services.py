@@ -28,6 +28,7 @@ from budgets.permissions import (
     can_request_change,
     roles,
 )
+from budgets.signals import allocation_expired
 from common.errors import ConflictError, ServiceError
 from fleet.models import WEEK_HOURS
 from scheduler.engine import fractions
@@ -189,13 +190,82 @@ def _write_shares(node, cluster, user, shares, reason, expected_version=None, re
     return allocation
 
 
-def set_shares(user, node, cluster, shares, *, reason="", expected_version=None) -> Allocation:
-    """A manager of an ancestor sets a node's shares directly; effective at once."""
+def set_shares(
+    user, node, cluster, shares, *, reason="", expected_version=None, expires_at=None
+) -> Allocation:
+    """A manager of an ancestor sets a node's shares directly, effective at once; with
+    ``expires_at`` the allocation expires then (its share returns to its siblings)."""
     if not can_edit_shares(user, node):
         raise PermissionDenied(f"You do not manage a budget above {node.path}.")
     shares = validate_shares(shares)
+    check_dates(None, expires_at)
     with transaction.atomic():
-        return _write_shares(node, cluster, user, shares, reason.strip(), expected_version)
+        allocation = _write_shares(node, cluster, user, shares, reason.strip(), expected_version)
+        if expires_at is not None:
+            _set_expiry(allocation, user, expires_at, reason.strip())
+        return allocation
+
+
+def schedule_shares(
+    user, node, cluster, shares, effective_at, *, reason="", expires_at=None
+) -> ScheduledShareChange:
+    """The same as ``set_shares``, from ``effective_at`` on: a beat task applies it then and
+    writes the audit entry at that moment, so reports see the change only from that date."""
+    if not can_edit_shares(user, node):
+        raise PermissionDenied(f"You do not manage a budget above {node.path}.")
+    shares = validate_shares(shares)
+    check_dates(effective_at, expires_at)
+    return ScheduledShareChange.objects.create(
+        node=node, cluster=cluster, shares=shares, effective_at=effective_at,
+        expires_at=expires_at, scheduled_by=user,
+        reason=reason.strip() or f"scheduled by {user.get_username()}",
+    )
+
+
+def check_dates(effective_at, expires_at, now=None) -> None:
+    """An effective date is in the future; an expiry comes after the shares take effect."""
+    now = now or timezone.now()
+    if effective_at is not None and effective_at <= now:
+        raise BudgetError(
+            "The effective date is in the past: give a future moment, or none to change the "
+            "shares now.", field="effective_at",
+        )
+    start = effective_at or now
+    if expires_at is not None and expires_at <= start:
+        raise BudgetError(
+            f"The allocation would expire before it takes effect: give an expiry after "
+            f"{start:%Y-%m-%d %H:%M} UTC.", field="expires_at",
+        )
+
+
+def _set_expiry(allocation, user, expires_at, reason="", at=None):
+    Allocation.objects.filter(pk=allocation.pk).update(
+        expires_at=expires_at, expiry_warned_at=None
+    )
+    note = f"expires on {expires_at:%Y-%m-%d %H:%M} UTC" + (f": {reason}" if reason else "")
+    _record(allocation.node, allocation.cluster, user, allocation.shares, allocation.shares,
+            note, at=at)
+    allocation.refresh_from_db()
+
+
+def expire_due_allocations(now=None) -> int:
+    """Allocations whose expiry has come go: the audit log records 0 shares at the expiry
+    moment (the share returns to the siblings from then on), and ``allocation_expired`` tells
+    the scheduler, whose pending allocated work there learns why it can no longer run
+    allocated. Returns how many expired."""
+    now = now or timezone.now()
+    expired = 0
+    for due in Allocation.objects.filter(expires_at__lte=now).select_related("node", "cluster"):
+        with transaction.atomic():
+            gone = Allocation.objects.filter(pk=due.pk, expires_at=due.expires_at).delete()[0]
+            if not gone:
+                continue
+            _record(due.node, due.cluster, None, due.shares, 0,
+                    "allocation expired: its share returns to its siblings", at=due.expires_at)
+            allocation_expired.send(sender=Allocation, node=due.node, cluster=due.cluster,
+                                    at=due.expires_at)
+            expired += 1
+    return expired
 
 
 def shares_for_percent(node, cluster, percent) -> int:
@@ -454,8 +524,10 @@ def apply_due_share_changes(now=None) -> int:
             )
             if not claimed:
                 continue
-            _write_shares(due.node, due.cluster, due.scheduled_by, due.shares, due.reason,
-                          request=due.request, at=due.effective_at)
+            allocation = _write_shares(due.node, due.cluster, due.scheduled_by, due.shares,
+                                       due.reason, request=due.request, at=due.effective_at)
+            if due.expires_at is not None:
+                _set_expiry(allocation, due.scheduled_by, due.expires_at, at=due.effective_at)
             applied += 1
     return applied
 

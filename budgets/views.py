@@ -22,6 +22,7 @@ from budgets.models import (
     BudgetNode,
     ChangeRequest,
     MembershipChange,
+    ScheduledShareChange,
 )
 from budgets.permissions import (
     can_decide,
@@ -61,19 +62,26 @@ def tree(request, cluster=None):
         editing = request.POST.get("node")
         if form.is_valid():
             node = get_object_or_404(BudgetNode, pk=form.cleaned_data["node"])
+            data = form.cleaned_data
             try:
-                services.set_shares(
-                    request.user, node, cluster, form.cleaned_data["shares"],
-                    reason=form.cleaned_data["reason"],
-                    expected_version=form.cleaned_data["version"],
-                )
+                if data["effective_at"]:
+                    services.schedule_shares(
+                        request.user, node, cluster, data["shares"], data["effective_at"],
+                        reason=data["reason"], expires_at=data["expires_at"],
+                    )
+                    done = (f"{node.name} gets {data['shares']} shares from "
+                            f"{data['effective_at']:%Y-%m-%d %H:%M} UTC.")
+                else:
+                    services.set_shares(
+                        request.user, node, cluster, data["shares"], reason=data["reason"],
+                        expected_version=data["version"], expires_at=data["expires_at"],
+                    )
+                    done = f"{node.name} now has {data['shares']} shares."
             except services.BudgetError as error:
                 form.add_error(error.field if error.field in form.fields else None, str(error))
             else:
                 if not request.htmx:
-                    messages.success(
-                        request, f"{node.name} now has {form.cleaned_data['shares']} shares."
-                    )
+                    messages.success(request, done)
                     return redirect("budgets:tree", cluster=cluster.name)
                 form, editing = None, None
         if form is not None:
@@ -116,6 +124,8 @@ def node_detail(request, pk):
         "requests": ChangeRequest.objects.restrict(request.user)
         .filter(node=node)
         .select_related("cluster", "requested_by", "decided_by")[:20],
+        "scheduled": ScheduledShareChange.objects.filter(node=node, applied_at=None)
+        .select_related("cluster"),
         **_people_context(request.user, node),
     }
     return render(request, "budgets/node_detail.html", context)

@@ -12,6 +12,7 @@ class Kind(models.TextChoices):
     REQUEST_FILED = "request_filed", "A request waits for your decision"
     REQUEST_DECIDED = "request_decided", "Your request was decided"
     REQUEST_COMMENTED = "request_commented", "A comment on a request you follow"
+    ALLOCATION_EXPIRING = "allocation_expiring", "An allocation you manage expires soon"
     HOST_ESCALATED = "host_escalated", "A host needs a human (operators)"
 
 
@@ -38,5 +39,8 @@ DEFAULT_CHANNEL = {
     Kind.REQUEST_FILED: Channel.BOTH,
     Kind.REQUEST_DECIDED: Channel.BOTH,
     Kind.REQUEST_COMMENTED: Channel.IN_APP,
+    Kind.ALLOCATION_EXPIRING: Channel.BOTH,
     Kind.HOST_ESCALATED: Channel.BOTH,
 }
+
+EXPIRY_WARNING_DAYS = 7

@@ -3,13 +3,16 @@ console under `make run`), retried with backoff when the mail server is unreacha
 
 import smtplib
 from collections import defaultdict
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
+from django.urls import reverse
 from django.utils import timezone
 
-from notifications.kinds import Timing
+from budgets.models import Allocation
+from notifications.kinds import EXPIRY_WARNING_DAYS, Kind, Timing
 from notifications.models import Notification
 
 SUBJECT_PREFIX = "[Timeshare] "
@@ -74,3 +77,35 @@ def send_daily_digests() -> int:
 
 
 
+
+@shared_task(name="notifications.warn_expiring_allocations", ignore_result=True)
+def warn_expiring_allocations(now=None) -> int:
+    """The managers of a budget whose allocation expires within a week are told, once (a
+    conditional update claims each allocation); without managers, those of its parent."""
+    from notifications.services import notify
+
+    now = now or timezone.now()
+    soon = now + timedelta(days=EXPIRY_WARNING_DAYS)
+    warned = 0
+    for allocation in Allocation.objects.filter(
+        expires_at__gt=now, expires_at__lte=soon, expiry_warned_at=None
+    ).select_related("node", "node__parent", "cluster"):
+        claimed = Allocation.objects.filter(pk=allocation.pk, expiry_warned_at=None).update(
+            expiry_warned_at=now
+        )
+        if not claimed:
+            continue
+        node = allocation.node
+        owners = list(node.managers.all()) or (
+            list(node.parent.managers.all()) if node.parent else []
+        )
+        notify(
+            Kind.ALLOCATION_EXPIRING, owners,
+            title=f"The allocation of {node.path} on {allocation.cluster.name} expires on "
+            f"{allocation.expires_at:%Y-%m-%d %H:%M} UTC",
+            body=f"{allocation.shares} shares; then its share returns to its siblings and its "
+            "pending allocated work can no longer run allocated. Ask for a renewal before.",
+            link=reverse("budgets:node", kwargs={"pk": node.pk}),
+        )
+        warned += 1
+    return warned

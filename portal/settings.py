@@ -183,6 +183,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "notifications.send_digests",
         "schedule": 86400.0,
     },
+    "warn-expiring-allocations": {
+        "task": "notifications.warn_expiring_allocations",
+        "schedule": 3600.0,
+    },
     "apply-share-changes": {  # ends of boosts, on the minute
         "task": "budgets.apply_share_changes",
         "schedule": 60.0,

@@ -17,11 +17,13 @@ from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Q
 from django.dispatch import receiver
 from django.utils import timezone
 
 from budgets.models import Allocation, BudgetNode
-from budgets.signals import member_leaving
+from budgets.paths import PATH_SEPARATOR
+from budgets.signals import allocation_expired, member_leaving
 from common.errors import ServiceError
 from fleet.backends import backend_for
 from fleet.locks import lock_cluster
@@ -38,6 +40,7 @@ from scheduler.tasks import request_tick
 log = logging.getLogger(__name__)
 
 NAME_MAX = Workload._meta.get_field("name").max_length
+EVENT_REASON_MAX = Event._meta.get_field("reason").max_length
 
 
 class SubmissionError(ServiceError):
@@ -253,6 +256,28 @@ def settle_leavers_work(sender, node, person, by, move_to, reason, **kwargs) -> 
         request_tick(workload.cluster_id)
     announce_events(cancelled, actor=by)
     return f"{len(workloads)} pending workload(s) cancelled"
+
+
+@receiver(allocation_expired, dispatch_uid="scheduler.tell_work_of_expiry")
+def tell_work_of_expiry(sender, node, cluster, at, **kwargs) -> None:
+    """The allocation of ``node`` on ``cluster`` expired: each pending allocated workload
+    charged at or below it learns, on its timeline and in its queue reason, why it can no
+    longer run allocated there (unless another allocation above still covers it)."""
+    pending = Workload.objects.filter(
+        cluster=cluster, state=Workload.State.PENDING, min_runtime__gt=0,
+    ).filter(Q(budget=node) | Q(budget__path__startswith=node.path + PATH_SEPARATOR))
+    why = (
+        f"the allocation of {node.path} on {cluster.name} expired on {at:%Y-%m-%d %H:%M} UTC: "
+        "this workload can no longer run allocated there; ask for shares, or cancel it and "
+        "submit it unallocated (minimum runtime 0)"
+    )[:EVENT_REASON_MAX]
+    told = []
+    for workload in pending:
+        told.append(Event(workload=workload, at=at, kind=Event.Kind.QUEUED, reason=why))
+    if told:
+        Event.objects.bulk_create(told)
+        pending.update(queue_reason=why)
+        request_tick(cluster.pk)
 
 
 def explain(workload: Workload) -> str:

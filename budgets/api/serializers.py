@@ -10,6 +10,7 @@ from budgets.models import (
     ChangeRequest,
     MembershipChange,
     RequestEntry,
+    ScheduledShareChange,
 )
 from fleet.models import Cluster
 
@@ -19,6 +20,15 @@ class AllocationSerializer(serializers.Serializer):
     shares = serializers.IntegerField()
     version = serializers.IntegerField()
     updated = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class ScheduledChangeSerializer(serializers.Serializer):
+    cluster = serializers.CharField(source="cluster.name")
+    shares = serializers.IntegerField()
+    effective_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField()
 
 
 class BudgetNodeSerializer(serializers.ModelSerializer):
@@ -28,14 +38,21 @@ class BudgetNodeSerializer(serializers.ModelSerializer):
     managers = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
     children = serializers.SerializerMethodField()
     allocations = serializers.SerializerMethodField()
+    scheduled_changes = serializers.SerializerMethodField()
 
     class Meta:
         model = BudgetNode
         fields = [
             "id", "path", "name", "slug", "kind", "description", "parent", "managers",
-            "children", "allocations",
+            "children", "allocations", "scheduled_changes",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(ScheduledChangeSerializer(many=True))
+    def get_scheduled_changes(self, node):
+        """Share changes waiting for their effective date."""
+        pending = ScheduledShareChange.objects.filter(node=node, applied_at=None)
+        return ScheduledChangeSerializer(pending.select_related("cluster"), many=True).data
 
     def get_children(self, node) -> list[str]:
         return [child.path for child in node.children.all()]
@@ -44,7 +61,7 @@ class BudgetNodeSerializer(serializers.ModelSerializer):
     def get_allocations(self, node):
         return [
             {"cluster": a.cluster.name, "shares": a.shares, "version": a.version,
-             "updated": a.updated}
+             "updated": a.updated, "expires_at": a.expires_at}
             for a in node.allocations.select_related("cluster").order_by("cluster__name")
         ]
 
@@ -56,6 +73,15 @@ class SetSharesSerializer(serializers.Serializer):
     version = serializers.IntegerField(
         min_value=1, max_value=2**31 - 1, required=False, allow_null=True,
         help_text="The allocation version you read; if it changed since, 409.",
+    )
+    effective_at = serializers.DateTimeField(
+        required=False, allow_null=True, default=None,
+        help_text="In the future: the shares change then (a beat task applies it). "
+        "Empty: at once.",
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, default=None,
+        help_text="The allocation expires then: its share returns to its siblings.",
     )
 
 

@@ -33,7 +33,8 @@ class BudgetViewSet(RejectNulMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         ).prefetch_related("managers", "children")
 
     @extend_schema(
-        summary="Set the shares of a budget below one you manage (effective at once)",
+        summary="Set the shares of a budget below one you manage (at once, or from a date; "
+        "optionally until an expiry)",
         request=s.SetSharesSerializer, responses=s.BudgetNodeSerializer,
     )
     @action(detail=True, methods=["post"])
@@ -42,10 +43,16 @@ class BudgetViewSet(RejectNulMixin, mixins.RetrieveModelMixin, viewsets.GenericV
         form = s.SetSharesSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        services.set_shares(
-            request.user, node, data["cluster"], data["shares"], reason=data["reason"],
-            expected_version=data.get("version"),
-        )
+        if data["effective_at"] is not None:
+            services.schedule_shares(
+                request.user, node, data["cluster"], data["shares"], data["effective_at"],
+                reason=data["reason"], expires_at=data["expires_at"],
+            )
+        else:
+            services.set_shares(
+                request.user, node, data["cluster"], data["shares"], reason=data["reason"],
+                expected_version=data.get("version"), expires_at=data["expires_at"],
+            )
         return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
 
     def _people(self, node, code=200):
