@@ -433,7 +433,7 @@ def decide(user, change_request: ChangeRequest, *, approve: bool, comment="") ->
     if not approve and not comment:
         raise BudgetError("Say why the request is rejected.", field="comment")
     with transaction.atomic():
-        current = ChangeRequest.objects.select_for_update().select_related(
+        current = ChangeRequest.objects.select_for_update(of=("self",)).select_related(
             "deciding_node", "decided_by", "node", "cluster", "requested_by"
         ).get(pk=change_request.pk)
         if current.state != ChangeRequest.State.PENDING:
@@ -460,7 +460,7 @@ def decide(user, change_request: ChangeRequest, *, approve: bool, comment="") ->
 def pass_up(user, change_request: ChangeRequest, *, comment="") -> ChangeRequest:
     """A decider hands the request to the managers one level up (the change is above them)."""
     with transaction.atomic():
-        current = ChangeRequest.objects.select_for_update().select_related(
+        current = ChangeRequest.objects.select_for_update(of=("self",)).select_related(
             "deciding_node", "decided_by"
         ).get(pk=change_request.pk)
         if current.state != ChangeRequest.State.PENDING:
