@@ -1,6 +1,6 @@
 from django import forms
 
-from budgets.models import MAX_SHARES, BudgetNode
+from budgets.models import MAX_SHARES, BudgetNode, ChangeRequest, MembershipChange
 from fleet.models import Cluster
 
 
@@ -9,22 +9,43 @@ class SharesForm(forms.Form):
     version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
     shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES)
     reason = forms.CharField(max_length=500, required=False)
+    effective_at = forms.DateTimeField(required=False, label="From (UTC; empty: now)")
+    expires_at = forms.DateTimeField(required=False, label="Expires (UTC; empty: never)")
 
 
 class ChangeRequestForm(forms.Form):
+    kind = forms.ChoiceField(
+        choices=ChangeRequest.Kind.choices, initial=ChangeRequest.Kind.SHARES,
+        widget=forms.RadioSelect, label="Ask for", required=False,
+    )
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
     shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES, required=False)
     percent = forms.DecimalField(
         min_value=0.01, max_value=99.99, decimal_places=2, required=False,
         label="or % of parent",
     )
+    boost_until = forms.DateTimeField(
+        required=False, label="Boost until (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    child_name = forms.CharField(max_length=100, required=False, label="New budget's name")
+    child_slug = forms.SlugField(max_length=50, required=False, label="New budget's short name")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000)
 
     def clean(self):
         data = super().clean()
-        if not self.errors and (data.get("shares") is None) == (data.get("percent") is None):
+        data["kind"] = data.get("kind") or ChangeRequest.Kind.SHARES
+        child = data["kind"] == ChangeRequest.Kind.CHILD
+        if not self.errors and not child and (
+            (data.get("shares") is None) == (data.get("percent") is None)
+        ):
             raise forms.ValidationError("Ask for either shares or a percentage of the parent.")
         return data
+
+
+class CommentForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=5000,
+                           label="Comment")
 
 
 class DecisionForm(forms.Form):
@@ -51,3 +72,24 @@ class ChildForm(forms.ModelForm):
     class Meta:
         model = BudgetNode
         fields = ["name", "slug", "kind", "description"]
+
+
+class AddPersonForm(forms.Form):
+    person = forms.CharField(max_length=254, label="Username or email")
+    role = forms.ChoiceField(choices=MembershipChange.Role.choices, initial="member")
+    reason = forms.CharField(max_length=500, required=False)
+
+
+class RemovePersonForm(forms.Form):
+    person = forms.CharField(max_length=254, widget=forms.HiddenInput)
+    role = forms.ChoiceField(choices=MembershipChange.Role.choices, widget=forms.HiddenInput)
+    reason = forms.CharField(max_length=500, required=False)
+    move_to = forms.ModelChoiceField(
+        queryset=BudgetNode.objects.none(), required=False,
+        empty_label="cancel their pending work here", label="Pending work",
+    )
+
+    def __init__(self, *args, leaves=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if leaves is not None:
+            self.fields["move_to"].queryset = leaves

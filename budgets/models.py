@@ -48,6 +48,12 @@ class BudgetNode(models.Model):
         related_name="member_budgets",
         help_text="Users who may charge workloads to this budget (leaves only).",
     )
+    reviewers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="reviewed_budgets",
+        help_text="Users who read the reports and history of this subtree, and change nothing.",
+    )
 
     objects = BudgetNodeQuerySet.as_manager()
 
@@ -103,6 +109,10 @@ class Allocation(models.Model):
     # the same allocation cannot silently overwrite each other.
     version = models.PositiveIntegerField(default=1)
     updated = models.DateTimeField(auto_now=True)
+    # On expiry the allocation goes (its share returns to its siblings); its managers are
+    # warned a week before.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    expiry_warned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["cluster", "node__path"]
@@ -119,10 +129,10 @@ class Allocation(models.Model):
 
 class AppendOnlyQuerySet(models.QuerySet):
     def update(self, **kwargs):
-        raise TypeError("the allocation audit log is append-only")
+        raise TypeError("an audit log is append-only")
 
     def delete(self):
-        raise TypeError("the allocation audit log is append-only")
+        raise TypeError("an audit log is append-only")
 
 
 class AllocationChange(models.Model):
@@ -173,7 +183,8 @@ class ChangeRequestQuerySet(models.QuerySet):
 
 
 class ChangeRequest(models.Model):
-    """A manager asks the managers of the parent node for a different share of their own node."""
+    """A member or manager of a budget asks for more: shares, a temporary boost, or a new child
+    budget. The managers of ``deciding_node`` decide; they may pass it up the tree."""
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -181,19 +192,36 @@ class ChangeRequest(models.Model):
         REJECTED = "rejected"
         WITHDRAWN = "withdrawn"
 
+    class Kind(models.TextChoices):
+        SHARES = "shares", "Different shares"
+        BOOST = "boost", "Temporary boost"
+        CHILD = "child", "New child budget"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.SHARES)
     node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="change_requests")
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="change_requests")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="budget_requests"
     )
+    # Whose managers decide now: the parent for shares and boosts, the node itself for a new
+    # child; one level up each time a decider passes the request on.
+    deciding_node = models.ForeignKey(
+        BudgetNode, on_delete=models.CASCADE, related_name="requests_to_decide"
+    )
     shares_before = models.PositiveIntegerField(null=True, blank=True)
     requested_shares = models.PositiveIntegerField(
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)],
+        help_text="The node's shares (a new child's, for a child request).",
     )
     requested_percent = models.DecimalField(
         max_digits=5, decimal_places=2, null=True, blank=True,
         help_text="The % of the parent the requester asked for, if they asked in percent.",
     )
+    boost_until = models.DateTimeField(
+        null=True, blank=True, help_text="A boost ends then: the shares go back."
+    )
+    child_name = models.CharField(max_length=100, blank=True)
+    child_slug = models.SlugField(max_length=50, blank=True)
     reason = models.TextField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     created = models.DateTimeField(default=timezone.now)
@@ -209,11 +237,122 @@ class ChangeRequest(models.Model):
         ordering = ["-created", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["node", "cluster"],
+                fields=["node", "cluster", "kind"],
                 condition=Q(state="pending"),
-                name="one_pending_request_per_allocation",
+                name="one_pending_request_per_kind",
             ),
         ]
 
     def __str__(self):
         return f"#{self.pk} {self.node.path}@{self.cluster.name} -> {self.requested_shares}"
+
+
+class RequestEntry(models.Model):
+    """The request's thread: its states and its comments, in order. Append-only."""
+
+    class Kind(models.TextChoices):
+        FILED = "filed"
+        COMMENT = "comment"
+        PASSED_UP = "passed_up", "Passed up"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    request = models.ForeignKey(ChangeRequest, on_delete=models.CASCADE, related_name="entries")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150)
+    at = models.DateTimeField(default=timezone.now)
+    text = models.TextField(blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"#{self.request_id} {self.at:%Y-%m-%d %H:%M} {self.kind} by {self.author_name}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("a request's thread is append-only")
+        super().save(*args, **kwargs)
+
+
+class ScheduledShareChange(models.Model):
+    """Shares a node gets at a later moment (a change with an effective date, the end of a
+    boost); a Celery beat task applies it then, through the audit log, exactly once."""
+
+    node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    shares = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SHARES)]
+    )
+    effective_at = models.DateTimeField(db_index=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="The allocation then expires at this moment."
+    )
+    reason = models.TextField()
+    scheduled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    request = models.ForeignKey(
+        ChangeRequest, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["effective_at", "id"]
+
+    def __str__(self):
+        return f"{self.node.path}@{self.cluster.name} -> {self.shares} at {self.effective_at}"
+
+
+class MembershipChange(models.Model):
+    """Append-only audit entry for every person added to or removed from a budget's roles."""
+
+    class Role(models.TextChoices):
+        MANAGER = "manager"
+        MEMBER = "member"
+        REVIEWER = "reviewer"
+
+    class Action(models.TextChoices):
+        ADDED = "added"
+        REMOVED = "removed"
+
+    node = models.ForeignKey(
+        BudgetNode, on_delete=models.PROTECT, related_name="membership_changes"
+    )
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    person_name = models.CharField(max_length=150)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_by_name = models.CharField(max_length=150)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    reason = models.TextField(blank=True)
+    # What happened to the person's pending work when they left, in words.
+    outcome = models.CharField(max_length=500, blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.person_name} {self.action} as {self.role} " \
+            f"of {self.node.path}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("the membership audit log is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("the membership audit log is append-only")

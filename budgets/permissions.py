@@ -3,12 +3,18 @@
 - Anyone with a role (manager, member, operator) reads the whole tree: budgets are public
   inside the organisation, which is what makes them a fair currency. Outsiders read nothing.
 - A manager of X changes the shares of every node strictly below X, directly.
-- A manager of X asks for a change of X's own share; the managers of X's parent decide it,
-  but never on their own request.
+- A manager or member of X asks for more for X (shares, a temporary boost, a new child);
+  the managers of the request's deciding node decide it (X's parent for shares, X for a
+  child), never on their own request; a decider may pass it up to the next level.
+- Everyone who sees a request may comment on it.
 - Allocation history: managers read their subtree, members read the budgets they belong to.
+- Reviewers (finance, review meetings) read the tree, and the history and reports of the
+  subtrees they review; they change nothing.
+- People: a manager of X adds and removes the managers, members and reviewers of X and of
+  every node below it (the CEO, manager of the root, everywhere).
 """
 
-from django.db.models import Q
+from django.db.models import Q, Value
 
 from budgets.paths import PATH_SEPARATOR
 
@@ -20,15 +26,22 @@ class Roles:
         self.user = user
         self.superuser = bool(user.is_authenticated and user.is_superuser)
         if user.is_authenticated:
-            self.managed = sorted(user.managed_budgets.values_list("path", flat=True))
-            self.member_of = sorted(user.member_budgets.values_list("path", flat=True))
+            held: dict[str, list[str]] = {"manager": [], "member": [], "reviewer": []}
+            for role, path in _role_paths(user):
+                held[role].append(path)
+            self.managed, self.member_of, self.reviewing = (
+                sorted(held[role]) for role in ("manager", "member", "reviewer")
+            )
             self.operator = user.has_perm("fleet.operate_fleet")
         else:
-            self.managed, self.member_of, self.operator = [], [], False
+            self.managed, self.member_of, self.reviewing = [], [], []
+            self.operator = False
 
     @property
     def any(self) -> bool:
-        return self.superuser or self.operator or bool(self.managed or self.member_of)
+        return self.superuser or self.operator or bool(
+            self.managed or self.member_of or self.reviewing
+        )
 
     def manages(self, path: str) -> bool:
         """Manages the node itself or one of its ancestors."""
@@ -41,8 +54,20 @@ class Roles:
         return self.superuser or path in self.managed
 
 
+def _role_paths(user):
+    """(role, budget path) of every role the user holds, in one query."""
+    def paths(relation, role):
+        return relation.annotate(role=Value(role)).values_list("role", "path").order_by()
+
+    return paths(user.managed_budgets, "manager").union(
+        paths(user.member_budgets, "member"), paths(user.reviewed_budgets, "reviewer"),
+        all=True,
+    )
+
+
 def has_role(user) -> bool:
-    """Anyone with a role in the organisation (manager, member, operator); not outsiders."""
+    """Anyone with a role in the organisation (manager, member, reviewer, operator); not
+    outsiders."""
     return roles(user).any
 
 
@@ -79,10 +104,16 @@ def restrict_nodes(queryset, user, action: str):
         if who.superuser:
             return queryset.exclude(parent=None)
         return queryset.filter(_subtrees(who.managed, include_top=False))
+    if action == "people":  # whose managers, members and reviewers the user changes
+        if who.superuser:
+            return queryset
+        return queryset.filter(_subtrees(who.managed))
     if action == "history":
         if who.superuser:
             return queryset
-        return queryset.filter(_subtrees(who.managed) | Q(path__in=who.member_of))
+        return queryset.filter(
+            _subtrees(who.managed) | _subtrees(who.reviewing) | Q(path__in=who.member_of)
+        )
     raise ValueError(f"unknown action {action!r}")
 
 
@@ -98,7 +129,7 @@ def restrict_requests(queryset, user, action: str):
         pending = queryset.filter(state="pending").exclude(requested_by=user)
         if who.superuser:
             return pending
-        return pending.filter(node__parent__path__in=who.managed)
+        return pending.filter(deciding_node__path__in=who.managed)
     raise ValueError(f"unknown action {action!r}")
 
 
@@ -114,12 +145,29 @@ def can_edit_shares(user, node) -> bool:
 
 
 def can_request_change(user, node) -> bool:
-    return node.parent_id is not None and roles(user).manages_directly(node.path)
+    """Its managers and members ask for more for their own budget."""
+    who = roles(user)
+    return node.parent_id is not None and (
+        who.manages_directly(node.path) or node.path in who.member_of
+    )
 
 
 def can_decide(user, change_request) -> bool:
     return (
         change_request.state == "pending"
         and change_request.requested_by_id != user.pk
-        and roles(user).manages_directly(change_request.node.parent.path)
+        and roles(user).manages_directly(change_request.deciding_node.path)
     )
+
+
+def can_pass_up(user, change_request) -> bool:
+    """A decider hands the request to the managers one level up."""
+    return (
+        can_decide(user, change_request)
+        and change_request.deciding_node.parent_id is not None
+    )
+
+
+def can_manage_people(user, node) -> bool:
+    """Add or remove the managers, members and reviewers of the node."""
+    return roles(user).manages(node.path)

@@ -5,15 +5,34 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from budgets import services
-from budgets.forms import ChangeRequestForm, ChildForm, DecisionForm, MoveForm, SharesForm
-from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
+from budgets import people, services
+from budgets.forms import (
+    AddPersonForm,
+    ChangeRequestForm,
+    ChildForm,
+    CommentForm,
+    DecisionForm,
+    MoveForm,
+    RemovePersonForm,
+    SharesForm,
+)
+from budgets.models import (
+    Allocation,
+    AllocationChange,
+    BudgetNode,
+    ChangeRequest,
+    MembershipChange,
+    ScheduledShareChange,
+)
 from budgets.permissions import (
     can_decide,
     can_edit_shares,
+    can_manage_people,
+    can_pass_up,
     can_request_change,
     roles,
 )
+from common.errors import ServiceError
 from fleet.models import Cluster
 
 UNPROCESSABLE = 422
@@ -43,19 +62,26 @@ def tree(request, cluster=None):
         editing = request.POST.get("node")
         if form.is_valid():
             node = get_object_or_404(BudgetNode, pk=form.cleaned_data["node"])
+            data = form.cleaned_data
             try:
-                services.set_shares(
-                    request.user, node, cluster, form.cleaned_data["shares"],
-                    reason=form.cleaned_data["reason"],
-                    expected_version=form.cleaned_data["version"],
-                )
+                if data["effective_at"]:
+                    services.schedule_shares(
+                        request.user, node, cluster, data["shares"], data["effective_at"],
+                        reason=data["reason"], expires_at=data["expires_at"],
+                    )
+                    done = (f"{node.name} gets {data['shares']} shares from "
+                            f"{data['effective_at']:%Y-%m-%d %H:%M} UTC.")
+                else:
+                    services.set_shares(
+                        request.user, node, cluster, data["shares"], reason=data["reason"],
+                        expected_version=data["version"], expires_at=data["expires_at"],
+                    )
+                    done = f"{node.name} now has {data['shares']} shares."
             except services.BudgetError as error:
                 form.add_error(error.field if error.field in form.fields else None, str(error))
             else:
                 if not request.htmx:
-                    messages.success(
-                        request, f"{node.name} now has {form.cleaned_data['shares']} shares."
-                    )
+                    messages.success(request, done)
                     return redirect("budgets:tree", cluster=cluster.name)
                 form, editing = None, None
         if form is not None:
@@ -78,7 +104,7 @@ def tree(request, cluster=None):
 @login_required
 def node_detail(request, pk):
     _require_role(request.user)
-    node = get_object_or_404(BudgetNode.objects.prefetch_related("managers", "members"), pk=pk)
+    node = get_object_or_404(BudgetNode, pk=pk)
     clusters = list(Cluster.objects.with_gpu_count())
     allocations = []
     for cluster in clusters:
@@ -98,8 +124,109 @@ def node_detail(request, pk):
         "requests": ChangeRequest.objects.restrict(request.user)
         .filter(node=node)
         .select_related("cluster", "requested_by", "decided_by")[:20],
+        "scheduled": ScheduledShareChange.objects.filter(node=node, applied_at=None)
+        .select_related("cluster"),
+        **_people_context(request.user, node),
     }
     return render(request, "budgets/node_detail.html", context)
+
+
+PEOPLE_LOG_ROWS = 20
+
+
+def _movable_to(user):
+    """Leaves a manager may move a leaving member's pending work to."""
+    return BudgetNode.objects.restrict(user, "people").filter(children__isnull=True)
+
+
+def _people_context(user, node, add_form=None, error=None):
+    may_manage = can_manage_people(user, node)
+    log = MembershipChange.objects.filter(node=node) if (
+        BudgetNode.objects.restrict(user, "history").filter(pk=node.pk).exists()
+    ) else MembershipChange.objects.none()
+    return {
+        "people": [
+            (role, label, list(people.people_of(node, role).order_by("username")))
+            for role, label in MembershipChange.Role.choices
+        ],
+        "may_manage_people": may_manage,
+        "add_form": add_form or (AddPersonForm() if may_manage else None),
+        "move_targets": list(_movable_to(user).exclude(pk=node.pk)) if may_manage else [],
+        "people_error": error,
+        "people_log": log[:PEOPLE_LOG_ROWS],
+    }
+
+
+def _people_fragment(request, node, *, add_form=None, error=None, status=200):
+    context = {"node": node, **_people_context(request.user, node, add_form, error)}
+    return render(request, "budgets/_people.html", context, status=status)
+
+
+def _after_people_change(request, node, message):
+    if request.htmx:
+        return _people_fragment(request, node)
+    messages.success(request, message)
+    return redirect("budgets:node", pk=node.pk)
+
+
+def _people_refused(request, node, error_text, add_form=None):
+    if request.htmx:
+        return _people_fragment(request, node, add_form=add_form, error=error_text,
+                                status=UNPROCESSABLE)
+    messages.error(request, error_text)
+    return redirect("budgets:node", pk=node.pk)
+
+
+@login_required
+@require_POST
+def node_people_add(request, pk):
+    """A manager at or above the node gives someone a role on it (htmx swaps #people)."""
+    node = get_object_or_404(BudgetNode, pk=pk)
+    if not can_manage_people(request.user, node):
+        raise PermissionDenied(f"You do not manage {node.path} or a budget above it.")
+    form = AddPersonForm(request.POST)
+    if not form.is_valid():
+        return _people_refused(request, node, "Give a username or email and a role.", form)
+    data = form.cleaned_data
+    try:
+        change = people.add_person(request.user, node, data["person"], data["role"],
+                                   reason=data["reason"])
+    except people.PeopleError as error:
+        return _people_refused(request, node, str(error), form)
+    return _after_people_change(
+        request, node, f"{change.person_name} is now a {change.role} of {node.name}."
+    )
+
+
+@login_required
+@require_POST
+def node_people_remove(request, pk):
+    node = get_object_or_404(BudgetNode, pk=pk)
+    if not can_manage_people(request.user, node):
+        raise PermissionDenied(f"You do not manage {node.path} or a budget above it.")
+    form = RemovePersonForm(request.POST, leaves=_movable_to(request.user).exclude(pk=node.pk))
+    if not form.is_valid():
+        return _people_refused(request, node, "Choose a person, a role and where their "
+                               "pending work goes.")
+    data = form.cleaned_data
+    try:
+        change = people.remove_person(
+            request.user, node, data["person"], data["role"], reason=data["reason"],
+            move_to=data["move_to"],
+        )
+    except ServiceError as error:
+        return _people_refused(request, node, str(error))
+    done = f" ({change.outcome})" if change.outcome else ""
+    return _after_people_change(
+        request, node, f"{change.person_name} is no longer a {change.role} of {node.name}{done}."
+    )
+
+
+@login_required
+def people_search(request):
+    """Suggestions for the add-person field: `<option>`s of a datalist, for managers."""
+    found = people.search_people(request.user, request.GET.get("person", ""))
+    return render(request, "budgets/_people_options.html", {"found": found})
 
 
 def _history_page(request, entries, node=None):
@@ -162,8 +289,12 @@ def request_list(request):
 def request_create(request, pk):
     node = get_object_or_404(BudgetNode, pk=pk)
     if not can_request_change(request.user, node):
-        raise PermissionDenied(f"Only the managers of {node.path} may ask to change its share.")
-    form = ChangeRequestForm(request.POST or None, initial={"cluster": request.GET.get("cluster")})
+        raise PermissionDenied(
+            f"Only the managers and members of {node.path} may ask for more for it."
+        )
+    form = ChangeRequestForm(request.POST or None, initial={
+        "cluster": request.GET.get("cluster"), "kind": request.GET.get("kind", "shares"),
+    })
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -171,7 +302,9 @@ def request_create(request, pk):
             try:
                 change_request = services.request_change(
                     request.user, node, data["cluster"], reason=data["reason"],
-                    shares=data["shares"], percent=data["percent"],
+                    shares=data["shares"], percent=data["percent"], kind=data["kind"],
+                    boost_until=data["boost_until"], child_name=data["child_name"],
+                    child_slug=data["child_slug"],
                 )
             except services.BudgetError as error:
                 form.add_error(error.field if error.field in form.fields else None, str(error))
@@ -182,24 +315,35 @@ def request_create(request, pk):
     return render(request, "budgets/request_form.html", {"node": node, "form": form}, status=status)
 
 
+REQUEST_RELATED = ("node", "node__parent", "cluster", "requested_by", "decided_by",
+                   "deciding_node")
+
+
+def _request_context(user, change_request, form=None, comment_form=None):
+    return {
+        "change_request": change_request,
+        "effects": services.effect_of(change_request),
+        "form": form if can_decide(user, change_request) else None,
+        "can_pass_up": can_pass_up(user, change_request),
+        "can_withdraw": change_request.requested_by_id == user.pk
+        and change_request.state == ChangeRequest.State.PENDING,
+        "entries": change_request.entries.all(),
+        "comment_form": comment_form or CommentForm(),
+    }
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def request_detail(request, pk):
     change_request = get_object_or_404(
-        ChangeRequest.objects.restrict(request.user).select_related(
-            "node", "node__parent", "cluster", "requested_by", "decided_by"
-        ),
-        pk=pk,
+        ChangeRequest.objects.restrict(request.user).select_related(*REQUEST_RELATED), pk=pk
     )
     form = DecisionForm(request.POST or None)
     status = 200
     if request.method == "POST":
+        if change_request.state != ChangeRequest.State.PENDING:
+            return _decided_already(request, change_request)
         if not can_decide(request.user, change_request):
-            if change_request.state != ChangeRequest.State.PENDING:
-                return render(request, "budgets/request_detail.html", {
-                    "change_request": change_request, "form": None,
-                    "error": f"This request was already {change_request.state}.",
-                }, status=409)
             raise PermissionDenied("You may not decide this request.")
         if form.is_valid():
             try:
@@ -208,20 +352,72 @@ def request_detail(request, pk):
                     approve=form.cleaned_data["decision"] == "approve",
                     comment=form.cleaned_data["comment"],
                 )
+            except services.StaleEdit:
+                change_request.refresh_from_db()
+                return _decided_already(request, change_request)
             except services.BudgetError as error:
                 form.add_error(error.field if error.field in form.fields else None, str(error))
             else:
                 messages.success(request, f"Request #{change_request.pk} {change_request.state}.")
                 return redirect("budgets:requests")
         status = UNPROCESSABLE
-    context = {
-        "change_request": change_request,
-        "effects": services.effect_of(change_request),
-        "form": form if can_decide(request.user, change_request) else None,
-        "can_withdraw": change_request.requested_by_id == request.user.pk
-        and change_request.state == ChangeRequest.State.PENDING,
-    }
-    return render(request, "budgets/request_detail.html", context, status=status)
+    return render(request, "budgets/request_detail.html",
+                  _request_context(request.user, change_request, form), status=status)
+
+
+def _decided_already(request, change_request):
+    """The second decider: the first decision stands, said plainly (409 Conflict)."""
+    context = _request_context(request.user, change_request)
+    context["error"] = services.already_decided(change_request)
+    return render(request, "budgets/request_detail.html", context, status=409)
+
+
+@login_required
+@require_POST
+def request_comment(request, pk):
+    """Add to the request's thread (htmx swaps #thread)."""
+    change_request = get_object_or_404(
+        ChangeRequest.objects.restrict(request.user).select_related(*REQUEST_RELATED), pk=pk
+    )
+    form = CommentForm(request.POST)
+    status = 200
+    if form.is_valid():
+        try:
+            services.comment_on(request.user, change_request, form.cleaned_data["text"])
+        except services.BudgetError as error:
+            form.add_error("text", str(error))
+            status = UNPROCESSABLE
+        else:
+            form = CommentForm()
+    else:
+        status = UNPROCESSABLE
+    if not request.htmx:
+        if status != 200:
+            messages.error(request, " ".join(form.errors.get("text", ["Write a comment."])))
+        return redirect("budgets:request", pk=pk)
+    context = _request_context(request.user, change_request, comment_form=form)
+    return render(request, "budgets/_request_thread.html", context, status=status)
+
+
+@login_required
+@require_POST
+def request_pass_up(request, pk):
+    change_request = get_object_or_404(
+        ChangeRequest.objects.restrict(request.user).select_related(*REQUEST_RELATED), pk=pk
+    )
+    if change_request.state != ChangeRequest.State.PENDING:
+        return _decided_already(request, change_request)
+    try:
+        services.pass_up(request.user, change_request, comment=request.POST.get("comment", ""))
+    except services.StaleEdit:
+        change_request.refresh_from_db()
+        return _decided_already(request, change_request)
+    except services.BudgetError as error:
+        messages.error(request, str(error))
+        return redirect("budgets:request", pk=pk)
+    messages.success(request, f"Request #{pk} passed up to the managers of "
+                     f"{change_request.deciding_node.path}.")
+    return redirect("budgets:requests")
 
 
 @login_required

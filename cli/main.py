@@ -7,6 +7,7 @@
     timeshare usage              # like sshare: shares, usage, ratio, rank down the tree
     timeshare budgets
     timeshare requests           # change requests; approve / reject / withdraw / create
+    timeshare members org/prog-a # people of a budget; add / remove / find
     timeshare hosts              # hosts; drain / return (operators)
 
 The portal and token come from TIMESHARE_URL / TIMESHARE_TOKEN or ~/.config/timeshare/config:
@@ -297,6 +298,48 @@ def cmd_requests(client: Client, args):
     return result
 
 
+def _node_id(client: Client, path: str) -> int:
+    node = next((n for n in client.get("budgets/")["nodes"] if n["path"] == path), None)
+    if node is None:
+        raise Refused(404, f"no budget {path!r}")
+    return node["id"]
+
+
+def cmd_members(client: Client, args):
+    action = args.action or "list"
+    if action == "find":
+        if not args.path:
+            raise UsageError("members find TEXT: part of a username, email or name")
+        found = client.get("people/", q=args.path)
+        if not args.json:
+            table([[p["username"], p["name"], p["email"]] for p in found],
+                  ["USERNAME", "NAME", "EMAIL"])
+        return found
+    if not args.path:
+        raise UsageError(f"members {action} PATH: give the budget's path")
+    url = f"budgets/{_node_id(client, args.path)}/people/"
+    if action == "list":
+        result = client.get(url)
+    else:
+        if not args.person:
+            raise UsageError(f"members {action} PATH PERSON: give a username or email")
+        body = {"person": args.person, "role": args.role, "reason": args.reason or ""}
+        if action == "remove" and args.move_to:
+            body["move_to"] = args.move_to
+        result = client.post(url if action == "add" else url + "remove/", body)
+    if not args.json:
+        if action != "list":
+            change = result["changes"][0] if result["changes"] else None
+            done = f" ({change['outcome']})" if change and change["outcome"] else ""
+            word = "now" if action == "add" else "no longer"
+            print(f"{args.person} is {word} a {args.role} of {result['node']}{done}.")
+        else:
+            rows = [[p["username"], role[:-1], p["name"], p["email"]]
+                    for role in ("managers", "members", "reviewers") for p in result[role]]
+            table(rows, ["USERNAME", "ROLE", "NAME", "EMAIL"])
+    return result
+
+
 def _host_id(client: Client, name_or_id: str) -> str:
     if name_or_id.isdigit():
         return name_or_id
@@ -405,6 +448,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--percent", type=float, help="of the parent")
     p.add_argument("--reason")
     p.add_argument("--comment", help="your decision's comment (required to reject)")
+
+    p = sub("members", cmd_members,
+            "people of a budget: list PATH (default), add/remove PATH PERSON, find TEXT")
+    p.add_argument("action", nargs="?", choices=["list", "add", "remove", "find"])
+    p.add_argument("path", nargs="?", help="budget path (for find: the text to look for)")
+    p.add_argument("person", nargs="?", help="username or email")
+    p.add_argument("--role", choices=["member", "manager", "reviewer"], default="member")
+    p.add_argument("--reason", help="why (kept in the membership log)")
+    p.add_argument("--move-to", help="a leaving member's pending work moves to this leaf "
+                   "budget instead of being cancelled")
 
     p = sub("hosts", cmd_hosts, "hosts; `hosts drain HOST --reason ...`, `hosts return HOST`")
     p.add_argument("action", nargs="?", choices=["list", "drain", "return", "repair"])

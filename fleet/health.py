@@ -15,6 +15,7 @@ from django.core.mail import mail_admins
 
 from fleet.backends import FleetBackend, HealthSignal
 from fleet.models import Host, HostEvent
+from fleet.signals import host_escalated
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +99,4 @@ def advance_repairs(hosts, fleet: FleetBackend, changes: HostChanges, after_comm
 def notify_escalation(host: Host, why: str) -> None:
     log.warning("host %s escalated to a human: %s", host, why)
     mail_admins(f"Timeshare: host {host} needs a human", why, fail_silently=True)
+    host_escalated.send_robust(sender=Host, host=host, reason=why)

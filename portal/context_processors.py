@@ -1,5 +1,6 @@
 from budgets.models import ChangeRequest
 from budgets.permissions import roles
+from notifications.services import unread_count
 
 
 def navigation(request):
@@ -19,3 +20,11 @@ def navigation(request):
         "may_reports": who.superuser or bool(who.managed or who.member_of),
         "may_what_if": who.superuser or bool(who.managed),  # reports.permissions.require_what_if
     }
+
+
+def notifications(request):
+    """The bell's count of unread notifications."""
+    user = getattr(request, "user", None)
+    if not user or not user.is_authenticated:
+        return {}
+    return {"unread_notifications": unread_count(user)}

@@ -7,9 +7,7 @@ DEBUG              default: off
 ALLOWED_HOSTS      default: localhost, 127.0.0.1
 TIMESHARE_VAR_DIR  default: var/ in the project root
 PROMETHEUS_URL     default: none (the Prometheus that scrapes the fleet's DCGM exporters)
-EMAIL_HOST         default: none, mail is printed on the console (EMAIL_PORT, EMAIL_HOST_USER,
-                   EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, DEFAULT_FROM_EMAIL)
-TIMESHARE_SITE_URL default: http://localhost:8000 (links in the mail)
+EMAIL_HOST         default: none, emails are written as files under var/mail (see README)
 """
 
 import os
@@ -44,6 +42,7 @@ INSTALLED_APPS = [
     "fleet",
     "budgets",
     "scheduler",
+    "notifications",
     "reports",
 ]
 
@@ -74,6 +73,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.navigation",
+                "portal.context_processors.notifications",
             ],
         },
     },
@@ -195,18 +195,37 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduler.compact_samples",
         "schedule": 3600.0,
     },
+    "daily-notification-digests": {
+        "task": "notifications.send_digests",
+        "schedule": 86400.0,
+    },
+    "warn-expiring-allocations": {
+        "task": "notifications.warn_expiring_allocations",
+        "schedule": 3600.0,
+    },
+    "apply-share-changes": {  # ends of boosts, on the minute
+        "task": "budgets.apply_share_changes",
+        "schedule": 60.0,
+        "options": {"expires": 50},
+    },
 }
 
-# Mail: the scheduled review report (reports.delivery). Without EMAIL_HOST, on the console.
+# Email (notifications): SMTP when EMAIL_HOST is set (production), otherwise one file per
+# message under var/mail, so `make run` shows what would have been sent.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
-EMAIL_BACKEND = ("django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
-                 else "django.core.mail.backends.console.EmailBackend")
-EMAIL_PORT = env.env_int("EMAIL_PORT", 25, minimum=1)
-EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", False)
-DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "timeshare@localhost")
-SITE_URL = os.environ.get("TIMESHARE_SITE_URL", "http://localhost:8000").rstrip("/")
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = env.env_int("EMAIL_PORT", 587, minimum=1)
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", True)
+    EMAIL_TIMEOUT = env.env_int("EMAIL_TIMEOUT", 20, minimum=1)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = str(VAR_DIR / "mail")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "Timeshare <timeshare@localhost>")
+# Links in emails start here.
+TIMESHARE_BASE_URL = os.environ.get("TIMESHARE_BASE_URL", "http://127.0.0.1:8000")
 
 # GPU telemetry (fleet/telemetry): the Prometheus server that scrapes the DCGM exporters, and
 # the step of the busy fractions read from it.

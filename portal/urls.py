@@ -10,6 +10,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("budgets/", include("budgets.urls")),
     path("reports/", include("reports.urls")),
+    path("notifications/", include("notifications.urls")),
     path("", include("scheduler.urls")),
     path("api/", include("portal.api.urls")),
     path("metrics", metrics.metrics, name="metrics"),

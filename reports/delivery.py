@@ -108,7 +108,7 @@ def sections_for(user, clusters, reports: _Reports) -> list[Section]:
                    for row in rows):
             continue  # nothing of theirs on this cluster this week
         cells = review_report.table(rows)
-        links = [(top.path, settings.SITE_URL
+        links = [(top.path, settings.TIMESHARE_BASE_URL
                   + reverse("reports:node_review", args=[cluster.name, top.pk]) + query)
                  for top in tops]
         last = reports.end - timedelta(days=1)
@@ -128,7 +128,7 @@ def review_mail(user, sections: list[Section], start: datetime, end: datetime
                 ) -> EmailMultiAlternatives:
     context = {
         "user": user, "sections": sections, "start": start, "last_day": end - timedelta(days=1),
-        "preferences": settings.SITE_URL + reverse("reports:preferences"),
+        "preferences": settings.TIMESHARE_BASE_URL + reverse("reports:preferences"),
     }
     subject = (f"Timeshare budget review, week of {timezone.localdate(start):%d %b %Y}: "
                + ", ".join(s.cluster.name for s in sections))

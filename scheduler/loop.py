@@ -63,6 +63,7 @@ from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine.idle import IdlePolicy, idle_preemptions
 from scheduler.engine_views import budget_tree, engine_params
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
+from scheduler.signals import announce_events
 
 log = logging.getLogger(__name__)
 
@@ -791,6 +792,7 @@ class _Tick:
                  ["queue_position", "queue_reason"])
         if self.events:
             Event.objects.bulk_create(self.events, batch_size=1000)
+            announce_events(self.events)
 
     def record_sample(self) -> None:
         if self.last_sample and self.last_sample.at >= self.now:

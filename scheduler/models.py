@@ -149,6 +149,7 @@ class Event(models.Model):
         CANCELLED = "cancelled"
         HELD = "held", "Hosts reserved"
         IDLE = "idle", "GPUs idle"
+        MOVED = "moved", "Moved to another budget"
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -6,6 +6,8 @@ decisions themselves (who runs where, who is preempted) belong to the engine, ap
 - ``submit``, ``cancel``: researchers (members of a budget leaf; cancel also its managers
   and operators).
 - ``explain``: why a workload is where it is, in one sentence.
+- ``settle_leavers_work``: a member left a budget; their pending work there is cancelled or
+  moved (``budgets.signals.member_leaving``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Q
+from django.dispatch import receiver
 from django.utils import timezone
 
-from budgets.models import BudgetNode
+from budgets.models import Allocation, BudgetNode
+from budgets.paths import PATH_SEPARATOR
+from budgets.signals import allocation_expired, member_leaving
 from common.errors import ServiceError
 from fleet.backends import backend_for
 from fleet.locks import lock_cluster
@@ -28,11 +34,13 @@ from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine_views import budget_tree, engine_hosts, engine_params
 from scheduler.loop import charge_usage
 from scheduler.models import Event, Run, RunGPU, Workload
+from scheduler.signals import announce_events
 from scheduler.tasks import request_tick
 
 log = logging.getLogger(__name__)
 
 NAME_MAX = Workload._meta.get_field("name").max_length
+EVENT_REASON_MAX = Event._meta.get_field("reason").max_length
 
 
 class SubmissionError(ServiceError):
@@ -190,13 +198,86 @@ def cancel(user, workload: Workload) -> Workload:
         current.queue_position = None
         current.queue_reason = ""
         current.save(update_fields=["state", "finished", "queue_position", "queue_reason"])
-        Event.objects.create(
+        cancelled = Event.objects.create(
             workload=current, run=run, at=now, kind=Event.Kind.CANCELLED,
             reason=f"cancelled by {who}" + (", run stopped and GPUs released" if run else ""),
         )
+        announce_events([cancelled], actor=user)
         request_tick(current.cluster_id)
     workload.refresh_from_db()
     return workload
+
+
+@receiver(member_leaving, dispatch_uid="scheduler.settle_leavers_work")
+def settle_leavers_work(sender, node, person, by, move_to, reason, **kwargs) -> str:
+    """A member leaves ``node``: their pending workloads charged to it are cancelled with the
+    reason, or moved to ``move_to`` keeping their place in the queue. Running work finishes
+    as it would have; finished work and its history stay charged where they ran. Runs inside
+    the removal's transaction: a refusal here leaves the person a member."""
+    pending = Workload.objects.filter(owner=person, budget=node, state=Workload.State.PENDING)
+    for cluster_id in sorted(set(pending.values_list("cluster_id", flat=True))):
+        lock_cluster(cluster_id)  # no tick starts the work while it leaves
+    workloads = list(pending.select_for_update().select_related("cluster"))
+    if not workloads:
+        return ""
+    why = f"{person.get_username()} left {node.path}" + (f": {reason}" if reason else "")
+    now = timezone.now()
+    if move_to is not None:
+        allocated_on = set(
+            Allocation.objects.filter(node=move_to).values_list("cluster_id", flat=True)
+        )
+        for workload in workloads:
+            if workload.allocated and workload.cluster_id not in allocated_on:
+                raise SubmissionError(
+                    f"{move_to.path} has no allocation on {workload.cluster.name}, so "
+                    f"{workload.name} (#{workload.pk}) could not run allocated there: move it "
+                    "to a budget with shares there, or cancel it.", "move_to",
+                )
+        for workload in workloads:
+            workload.budget = move_to
+            workload.save(update_fields=["budget"])
+            Event.objects.create(
+                workload=workload, at=now, kind=Event.Kind.MOVED,
+                reason=f"moved from {node.path} to {move_to.path} by {by.get_username()}: {why}",
+            )
+            request_tick(workload.cluster_id)
+        return f"{len(workloads)} pending workload(s) moved to {move_to.path}"
+    cancelled = []
+    for workload in workloads:
+        workload.state = Workload.State.CANCELLED
+        workload.finished = now
+        workload.queue_position = None
+        workload.queue_reason = ""
+        workload.save(update_fields=["state", "finished", "queue_position", "queue_reason"])
+        cancelled.append(Event.objects.create(
+            workload=workload, at=now, kind=Event.Kind.CANCELLED,
+            reason=f"cancelled by {by.get_username()}: {why}",
+        ))
+        request_tick(workload.cluster_id)
+    announce_events(cancelled, actor=by)
+    return f"{len(workloads)} pending workload(s) cancelled"
+
+
+@receiver(allocation_expired, dispatch_uid="scheduler.tell_work_of_expiry")
+def tell_work_of_expiry(sender, node, cluster, at, **kwargs) -> None:
+    """The allocation of ``node`` on ``cluster`` expired: each pending allocated workload
+    charged at or below it learns, on its timeline and in its queue reason, why it can no
+    longer run allocated there (unless another allocation above still covers it)."""
+    pending = Workload.objects.filter(
+        cluster=cluster, state=Workload.State.PENDING, min_runtime__gt=0,
+    ).filter(Q(budget=node) | Q(budget__path__startswith=node.path + PATH_SEPARATOR))
+    why = (
+        f"the allocation of {node.path} on {cluster.name} expired on {at:%Y-%m-%d %H:%M} UTC: "
+        "this workload can no longer run allocated there; ask for shares, or cancel it and "
+        "submit it unallocated (minimum runtime 0)"
+    )[:EVENT_REASON_MAX]
+    told = []
+    for workload in pending:
+        told.append(Event(workload=workload, at=at, kind=Event.Kind.QUEUED, reason=why))
+    if told:
+        Event.objects.bulk_create(told)
+        pending.update(queue_reason=why)
+        request_tick(cluster.pk)
 
 
 def explain(workload: Workload) -> str:

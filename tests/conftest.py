@@ -23,7 +23,13 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from budgets import services
-from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
+from budgets.models import (
+    Allocation,
+    AllocationChange,
+    BudgetNode,
+    ChangeRequest,
+    MembershipChange,
+)
 from fleet.models import Cluster, Host
 
 # Every fixture module, registered once for the whole suite:
@@ -31,7 +37,8 @@ from fleet.models import Cluster, Host
 # with a controlled clock), fixtures_worker (a real Celery worker process), fixtures_api (API
 # clients with real tokens), fixtures_reports (known histories for the reports),
 # fixtures_browser (Chromium through Playwright, and what went wrong in its pages),
-# fixtures_prometheus (a real Prometheus started by PID).
+# fixtures_prometheus (a real Prometheus started by PID), fixtures_mail (a real SMTP server in
+# the test process).
 pytest_plugins = [
     "fixtures_scheduler",
     "fixtures_loop",
@@ -40,6 +47,7 @@ pytest_plugins = [
     "fixtures_reports",
     "fixtures_browser",
     "fixtures_prometheus",
+    "fixtures_mail",
 ]
 
 PASSWORD = "persona-password"
@@ -156,6 +164,13 @@ def snapshot():
             ChangeRequest.objects.values_list("pk", "state", "requested_shares", "decided_by")
         ),
         "nodes": sorted(BudgetNode.objects.values_list("pk", "parent_id", "path")),
+        "people": sorted(
+            (node.pk, role, user)
+            for node in BudgetNode.objects.all()
+            for role in ("managers", "members", "reviewers")
+            for user in getattr(node, role).values_list("username", flat=True)
+        ),
+        "membership_changes": MembershipChange.objects.count(),
     }
 
 

@@ -110,7 +110,10 @@ def test_what_each_persona_may_do_is_in_the_tree(org, api_for):
     assert lead["org/prog-a/proj-a1"]["can_set_shares"] is False
     assert lead["org/prog-a/proj-a1/exp-1"]["can_set_shares"] is True
     researcher = rows(api_for("researcher").get(TREE))
-    assert not any(n["can_set_shares"] or n["can_request_change"] for n in researcher.values())
+    assert not any(n["can_set_shares"] for n in researcher.values())
+    assert [path for path, n in researcher.items() if n["can_request_change"]] == [
+        "org/prog-a/proj-a1"
+    ]
 
 
 def test_node_detail(org, api_for):

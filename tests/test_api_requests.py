@@ -62,13 +62,13 @@ def test_bad_requests_are_400_and_write_nothing(org, api_for, unchanged, data, f
     assert response.json()["field"] == field
 
 
-@pytest.mark.parametrize("persona", ["researcher", "pi", "ceo", "operator"])
-def test_only_the_nodes_managers_ask(org, api_for, unchanged, persona):
+@pytest.mark.parametrize("persona", ["pi", "ceo", "operator"])
+def test_only_the_nodes_managers_and_members_ask(org, api_for, unchanged, persona):
     with unchanged():
         response = ask(api_for(persona), shares=75)
     assert response.status_code == 403
     assert response.json()["detail"] == (
-        "Only the managers of org/prog-a/proj-a1 may ask to change its share."
+        "Only the managers and members of org/prog-a/proj-a1 may ask for more for it."
     )
 
 
@@ -152,7 +152,7 @@ def test_deciding_twice_is_a_409(org, api_for, lead_request, unchanged):
         response = api_for("pi").post(f"{LIST}{lead_request.pk}/reject/", {"comment": "oops"},
                                       format="json")
     assert response.status_code == 409
-    assert response.json()["detail"] == "This request was already approved."
+    assert response.json()["detail"] == "This request was already approved by pi."
 
 
 def test_withdraw(org, api_for, lead_request):
@@ -168,3 +168,38 @@ def test_only_the_requester_withdraws(org, api_for, lead_request, unchanged):
         response = api_for("pi").post(f"{LIST}{lead_request.pk}/withdraw/")
     assert response.status_code == 403
     assert ChangeRequest.objects.get(pk=lead_request.pk).state == "pending"
+
+
+def test_a_member_asks_for_a_boost(org, api_for):
+    response = api_for("researcher").post(LIST, {
+        "node": "org/prog-a/proj-a1", "cluster": "h100", "kind": "boost", "shares": 70,
+        "boost_until": "2099-01-01T00:00:00Z", "reason": "deadline",
+    }, format="json")
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["kind"], body["deciding_node"], body["boost_until"]) == (
+        "boost", "org/prog-a", "2099-01-01T00:00:00Z"
+    )
+    assert [e["kind"] for e in body["entries"]] == ["filed"]
+
+
+def test_an_unknown_kind_is_400(org, api_for, unchanged):
+    with unchanged():
+        response = api_for("lead").post(LIST, {
+            "node": "org/prog-a/proj-a1", "cluster": "h100", "kind": "gift", "shares": 70,
+            "reason": "x",
+        }, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "kind"
+
+
+def test_comment_and_pass_up(org, api_for, lead_request):
+    url = f"{LIST}{lead_request.pk}/"
+    response = api_for("lead").post(url + "comment/", {"text": "any news?"}, format="json")
+    assert response.status_code == 201
+    response = api_for("pi").post(url + "pass-up/", {"comment": "above me"}, format="json")
+    assert response.json()["deciding_node"] == "org"
+    assert [(e["kind"], e["author"]) for e in response.json()["entries"]] == [
+        ("filed", "lead"), ("comment", "lead"), ("passed_up", "pi")
+    ]
+    assert api_for("ceo").get(url).json()["can_decide"] is True

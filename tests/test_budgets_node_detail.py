@@ -32,7 +32,7 @@ def test_unknown_node_is_404(org, client_for):
         ("ceo", False, True, True, True),
         ("pi", False, True, True, True),
         ("lead", True, False, True, True),
-        ("researcher", False, False, False, True),
+        ("researcher", True, False, False, True),  # a member asks for more too
         ("operator", False, False, False, False),
     ],
 )

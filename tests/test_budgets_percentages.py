@@ -119,7 +119,7 @@ def test_effect_of_a_first_allocation(org):
     child.managers.add(org.researcher)
     change_request = ChangeRequest.objects.create(
         node=child, cluster=org.cluster, requested_by=org.researcher, requested_shares=100,
-        reason="start",
+        reason="start", deciding_node=org.prog_a,
     )
     effects = {e.node.slug: (e.before, e.after) for e in services.effect_of(change_request)}
     # A3 0 -> 100 of 200: 35%; A1 and A2 50 of 200: 35% -> 17.5%.

@@ -60,7 +60,7 @@ def test_asking_does_not_change_the_shares_yet(org, client_for, shares_of):
 @pytest.mark.parametrize(
     ("persona", "node"),
     [
-        ("researcher", "proj_a1"),  # a member, not a manager
+        ("researcher", "proj_a2"),  # a member of proj-a1 only
         ("pi", "proj_a1"),  # the PI edits it directly instead
         ("ceo", "prog_a"),
         ("ceo", "root"),  # the root holds the whole cluster, nobody above it
@@ -69,8 +69,9 @@ def test_asking_does_not_change_the_shares_yet(org, client_for, shares_of):
         ("outsider", "proj_a1"),
     ],
 )
-def test_who_does_not_manage_the_node_directly_gets_403(org, client_for, unchanged, persona,
-                                                       node):
+def test_who_neither_manages_nor_belongs_to_the_node_gets_403(
+    org, client_for, unchanged, persona, node
+):
     client = client_for(persona)
     assert client.get(create_url(getattr(org, node))).status_code == 403
     with unchanged():

@@ -135,7 +135,7 @@ def test_deciding_an_already_decided_request_is_409(org, client_for, lead_reques
     with unchanged():
         response = decide(client_for("pi"), lead_request, "approve")
     assert response.status_code == 409
-    assert f"This request was already {state}." in response.content.decode()
+    assert f"This request was already {state} by pi." in response.content.decode()
 
 
 def test_deciding_a_withdrawn_request_is_409(org, client_for, lead_request, unchanged):

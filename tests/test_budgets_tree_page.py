@@ -75,9 +75,11 @@ def test_edit_buttons_only_below_what_you_manage(org, client_for, persona, edita
 
 @pytest.mark.parametrize(
     ("persona", "requestable"),
-    [("ceo", set()), ("pi", {"prog-a"}), ("lead", {"proj-a1"}), ("researcher", set()),
+    [("ceo", set()), ("pi", {"prog-a"}), ("lead", {"proj-a1"}), ("researcher", {"proj-a1"}),
      ("operator", set())],
 )
-def test_request_buttons_only_on_what_you_manage_directly(org, client_for, persona, requestable):
+def test_request_buttons_only_on_what_you_manage_directly_or_belong_to(
+    org, client_for, persona, requestable
+):
     response = client_for(persona).get(tree_url(org))
     assert {row.node.slug for row in response.context["rows"] if row.can_request} == requestable

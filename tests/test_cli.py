@@ -217,3 +217,31 @@ def test_the_installed_console_script():
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
     assert "Exit codes: 0 ok, 1 refused by the API, 2 bad usage, 3 unreachable." in result.stdout
+
+
+def test_members_add_list_and_remove(timeshare, fleet):
+    org = fleet.org
+    out = ok(timeshare("pi", "members", "add", "org/prog-a/proj-a2", "outsider",
+                       "--role", "reviewer", "--reason", "finance"))
+    assert out.strip() == "outsider is now a reviewer of org/prog-a/proj-a2."
+    listed = ok(timeshare("pi", "members", "list", "org/prog-a/proj-a2")).splitlines()
+    assert listed[0].split() == ["USERNAME", "ROLE", "NAME", "EMAIL"]
+    assert sorted(line.split()[:2] for line in listed[1:]) == [
+        ["lead", "member"], ["outsider", "reviewer"]
+    ]
+    out = ok(timeshare("pi", "members", "remove", "org/prog-a/proj-a1/exp-1", "lead",
+                       "--reason", "left"))
+    assert out.strip() == (
+        "lead is no longer a member of org/prog-a/proj-a1/exp-1 "
+        "(1 pending workload(s) cancelled)."
+    )
+    assert not org.exp_1.members.filter(username="lead").exists()
+
+
+def test_members_refusals_are_one_line(timeshare, fleet):
+    refused(timeshare("pi", "members", "add", "org/prog-a/proj-a1", "ghost"),
+            "Nobody has the username or email 'ghost'.")
+    refused(timeshare("lead", "members", "add", "org/prog-b/proj-b1", "outsider"),
+            "You do not manage org/prog-b/proj-b1")
+    refused(timeshare("pi", "members", "remove", "org/prog-a", "pi", "--role", "manager"),
+            "pi is the last manager of Program A")

@@ -54,11 +54,12 @@ def test_the_csv_attached_is_the_page_s_csv_of_their_subtree(managers):
 def test_the_html_links_to_the_page_and_to_the_preferences(managers):
     send_review_reports(MONDAY)
     html, kind = mail_to("lead").alternatives[0]
-    page = (settings.SITE_URL + reverse("reports:node_review", args=["h100", managers.proj_a1.pk])
+    page = (settings.TIMESHARE_BASE_URL
+            + reverse("reports:node_review", args=["h100", managers.proj_a1.pk])
             + "?period=week&amp;date=2025-03-03")
     assert kind == "text/html"
     assert page in html
-    assert settings.SITE_URL + reverse("reports:preferences") in html
+    assert settings.TIMESHARE_BASE_URL + reverse("reports:preferences") in html
     assert "researcher" in html  # the top user of proj-a1
 
 

@@ -1,0 +1,113 @@
+"""What the layers below announce, turned into notifications: workload events (owners),
+request threads (deciders, requesters, participants), escalated hosts (operators). Each
+runs after the commit of what it is about, and a failure here is logged, never raised."""
+
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.urls import reverse
+
+from budgets.models import RequestEntry
+from fleet.signals import host_escalated
+from notifications.kinds import Kind
+from notifications.services import after_commit, notify
+from scheduler.models import Event
+from scheduler.signals import workload_events_recorded
+
+WORKLOAD_KIND = {
+    Event.Kind.STARTED: Kind.WORKLOAD_STARTED,
+    Event.Kind.REQUEUED: Kind.WORKLOAD_PREEMPTED,
+    Event.Kind.PREEMPTED: Kind.WORKLOAD_PREEMPTED,
+    Event.Kind.COMPLETED: Kind.WORKLOAD_FINISHED,
+    Event.Kind.FAILED: Kind.WORKLOAD_FAILED,
+    Event.Kind.CANCELLED: Kind.WORKLOAD_CANCELLED,
+}
+
+WORKLOAD_TITLE = {
+    Event.Kind.STARTED: "{w} started on {c}",
+    Event.Kind.REQUEUED: "{w} was stopped and requeued: it keeps its place in the queue",
+    Event.Kind.PREEMPTED: "{w} was preempted and not requeued (not resumable)",
+    Event.Kind.COMPLETED: "{w} finished",
+    Event.Kind.FAILED: "{w} failed",
+    Event.Kind.CANCELLED: "{w} was cancelled by {actor}",
+}
+
+
+@receiver(workload_events_recorded, dispatch_uid="notifications.workload_events")
+def workload_events(sender, event_ids, actor=None, **kwargs):
+    after_commit(tell_owners, event_ids, actor)
+
+
+def tell_owners(event_ids, actor):
+    events = Event.objects.filter(pk__in=event_ids, kind__in=WORKLOAD_KIND).select_related(
+        "workload", "workload__owner", "workload__cluster"
+    ).order_by("at", "id")
+    for event in events:
+        workload = event.workload
+        if event.kind == Event.Kind.CANCELLED and (actor is None or actor.pk == workload.owner_id):
+            continue  # the owner cancelled it themselves: nothing to tell
+        title = WORKLOAD_TITLE[event.kind].format(
+            w=f"{workload.name} (#{workload.pk})", c=workload.cluster.name,
+            actor=actor.get_username() if actor else "",
+        )
+        notify(WORKLOAD_KIND[event.kind], [workload.owner], title=title, body=_why(event),
+               link=reverse("scheduler:workload", kwargs={"pk": workload.pk}))
+
+
+def _why(event) -> str:
+    """The event's reason; for a preemption, first the reason it was decided (the signal)."""
+    if event.kind not in (Event.Kind.REQUEUED, Event.Kind.PREEMPTED) or event.run_id is None:
+        return event.reason
+    signalled = Event.objects.filter(run_id=event.run_id, kind=Event.Kind.SIGNALLED).first()
+    if signalled is None:  # a host failure or a drain, not a preemption by the scheduler
+        return event.reason
+    return f"{signalled.reason}\n{event.reason}"
+
+
+@receiver(post_save, sender=RequestEntry, dispatch_uid="notifications.request_entries")
+def request_entry(sender, instance, created, **kwargs):
+    if created:
+        after_commit(tell_about_request, instance.pk)
+
+
+def tell_about_request(entry_id):
+    entry = RequestEntry.objects.select_related(
+        "request", "request__node", "request__requested_by", "request__deciding_node", "author"
+    ).get(pk=entry_id)
+    change_request = entry.request
+    link = reverse("budgets:request", kwargs={"pk": change_request.pk})
+    about = (f"request #{change_request.pk} ({change_request.get_kind_display().lower()} for "
+             f"{change_request.node.path})")
+    deciders = change_request.deciding_node.managers.exclude(pk=change_request.requested_by_id)
+    if entry.kind in (RequestEntry.Kind.FILED, RequestEntry.Kind.PASSED_UP):
+        notify(Kind.REQUEST_FILED, deciders,
+               title=f"{entry.author_name} asks: {about} waits for your decision",
+               body=change_request.reason, link=link)
+    elif entry.kind in (RequestEntry.Kind.APPROVED, RequestEntry.Kind.REJECTED):
+        notify(Kind.REQUEST_DECIDED, [change_request.requested_by],
+               title=f"{about} was {entry.kind} by {entry.author_name}", body=entry.text,
+               link=link)
+    elif entry.kind == RequestEntry.Kind.COMMENT:
+        commenters = get_user_model().objects.filter(
+            pk__in=change_request.entries.values("author")
+        )
+        everyone = [change_request.requested_by, *deciders, *commenters]
+        notify(Kind.REQUEST_COMMENTED, [u for u in everyone if u.pk != entry.author_id],
+               title=f"{entry.author_name} commented on {about}", body=entry.text, link=link)
+
+
+@receiver(host_escalated, dispatch_uid="notifications.host_escalated")
+def escalated(sender, host, reason, **kwargs):
+    after_commit(tell_operators, host.pk, host.name, reason)
+
+
+def tell_operators(host_id, host_name, reason):
+    operators = get_user_model().objects.filter(
+        Q(is_superuser=True)
+        | Q(groups__permissions__codename="operate_fleet")
+        | Q(user_permissions__codename="operate_fleet"),
+        is_active=True,
+    ).distinct().order_by("username")
+    notify(Kind.HOST_ESCALATED, operators, title=f"Host {host_name} needs a human",
+           body=reason, link=reverse("scheduler:host", kwargs={"pk": host_id}))
