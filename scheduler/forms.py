@@ -4,6 +4,7 @@ from django import forms
 
 from budgets.models import BudgetNode
 from fleet.models import Cluster
+from scheduler.models import GPUS_MAX
 
 _MINUTES = re.compile(r"^\s*(\d+)\s*$")
 _HOURS_MINUTES = re.compile(r"^\s*(\d+):([0-5]\d)\s*$")
@@ -58,7 +59,7 @@ class SubmitForm(forms.Form):
         },
     )
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
-    gpus = forms.IntegerField(min_value=1, max_value=32767, label="GPUs")
+    gpus = forms.IntegerField(min_value=1, max_value=GPUS_MAX, label="GPUs")
     min_runtime = DurationField(
         label="Minimum runtime",
         help_text="Minutes or h:mm, from 0 to the cluster's maximum.",
