@@ -1,4 +1,3 @@
-import csv
 from collections import defaultdict
 
 from django.contrib import messages
@@ -16,6 +15,7 @@ from fleet import services as host_services
 from fleet.models import Cluster, Host
 from fleet.permissions import can_operate
 from scheduler import services
+from scheduler.engine.spreadsheet import csv_writer
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
 from scheduler.models import Event, RunGPU, Workload, gpu_ranges
@@ -95,7 +95,7 @@ def workload_export(request):
     filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="workloads.csv"'
-    writer = csv.writer(response)
+    writer = csv_writer(response)
     writer.writerow(CSV_COLUMNS)
     for w in filterset.qs.iterator(chunk_size=2000):
         writer.writerow([
