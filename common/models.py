@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.db import models
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -40,9 +40,12 @@ class IdempotencyKey(models.Model):
         self.save(update_fields=["status", "content_type", "location", "body"])
 
     def replay(self) -> HttpResponse:
-        response = HttpResponse(bytes(self.body), status=self.status,
-                                content_type=self.content_type or None)
         if self.location:
-            response["Location"] = self.location
+            response = HttpResponseRedirect(self.location)
+            response.status_code = self.status
+        else:
+            response = HttpResponse(
+                bytes(self.body), status=self.status, content_type=self.content_type or None
+            )
         response[REPLAY_HEADER] = "true"
         return response

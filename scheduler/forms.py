@@ -1,4 +1,5 @@
 import re
+import uuid
 
 from django import forms
 
@@ -75,9 +76,16 @@ class SubmitForm(forms.Form):
         label="Expected duration",
         help_text="Optional, minutes or h:mm; the simulated fleet finishes the run then.",
     )
+    # One-time token: a double click or a resent POST gives the first submission's answer
+    # instead of queueing the workload twice (common.idempotency).
+    submit_token = forms.CharField(
+        widget=forms.HiddenInput, max_length=64,
+        error_messages={"required": "This form is out of date: reload the page and submit again."},
+    )
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["submit_token"].initial = uuid.uuid4().hex
         self.fields["budget"].queryset = BudgetNode.objects.filter(
             members=user, children=None
         ).order_by("path")
