@@ -20,7 +20,7 @@ PAGES = [
 @pytest.fixture
 def ceo_page(browser, live_server, recent):
     page = browser.new_context().new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)  # plotly.js is large; the machine may be busy
     problems = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda error: problems.append(str(error)))
