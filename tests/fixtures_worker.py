@@ -15,6 +15,44 @@ ROOT = Path(__file__).resolve().parents[2]
 CELERY = Path(sys.executable).with_name("celery")
 
 
+class Worker:
+    """The worker process (a process group: the main process and its pool). ``kill()`` is a
+    ``kill -9`` of the whole group, as when a machine dies; ``start()`` starts a new one."""
+
+    def __init__(self, env, tmp_path):
+        self.env = env
+        self.tmp_path = tmp_path
+        self.log = open(tmp_path / "worker.log", "a")  # noqa: SIM115 - closed in stop()
+        self.process = None
+        self.start()
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def start(self):
+        self.process = subprocess.Popen(
+            [str(CELERY), "-A", "portal", "worker", "--beat", "--loglevel=INFO",
+             "--concurrency=2", "--schedule", str(self.tmp_path / "beat-schedule")],
+            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self):
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        self.log.close()
+
+
 @pytest.fixture
 def celery_worker(transactional_db, tmp_path):
     if connection.vendor != "postgresql":
@@ -37,22 +75,11 @@ def celery_worker(transactional_db, tmp_path):
             "data_folder_in": str(queue), "data_folder_out": str(queue),
             "control_folder": str(control),
         }
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen(
-        [str(CELERY), "-A", "portal", "worker", "--beat", "--loglevel=INFO", "--concurrency=2",
-         "--schedule", str(tmp_path / "beat-schedule")],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    worker = Worker(env, tmp_path)
     try:
         yield worker
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(10)
-        log.close()
+        worker.stop()
         app.conf.update(saved)
         if os.environ.get("TIMESHARE_SHOW_WORKER_LOG"):
             print((tmp_path / "worker.log").read_text())
