@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse, JsonResponse
+from django.http.request import RawPostDataException
 from django.utils import timezone
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -89,17 +90,28 @@ class IdempotencyMiddleware:
                  "field": HEADER},
                 status=400,
             )
+        request_fingerprint = fingerprint(request.path, _body(request))
         user = _api_user(request)
         if user is None:
             return self.get_response(request)  # the view answers 401 or 403 itself
         try:
             return once(
-                user, key, fingerprint(request.path, request.body),
+                user, key, request_fingerprint,
                 lambda: self.get_response(request),
                 keep=lambda response: response.status_code < 500,
             )
         except KeyReused as error:
             return JsonResponse({"detail": error.message, "field": HEADER}, status=409)
+
+
+def _body(request) -> bytes:
+    """The request's body, or for a multipart form already parsed (the NUL check reads every
+    form, and then the raw bytes are gone) its fields and files, which stand for it."""
+    try:
+        return request.body
+    except RawPostDataException:
+        files = sorted((name, f.name, f.size) for name, f in request.FILES.items())
+        return repr((sorted(request.POST.lists()), files)).encode()
 
 
 def _api_user(request):

@@ -104,3 +104,11 @@ def test_concurrent_retries_create_one_workload(fleet):
     assert {code for code, _ in answers} == {201}
     assert len({workload_id for _, workload_id in answers}) == 1
     assert created() == 1
+
+
+def test_a_form_encoded_post_with_a_key_is_answered(fleet, api_for):
+    response = api_for("researcher").post(
+        f"/api/workloads/{fleet.run_w.pk}/cancel/", {"x": "1"}, format="multipart",
+        HTTP_IDEMPOTENCY_KEY="form-1",
+    )
+    assert response.status_code == 200

@@ -29,7 +29,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "Invalid Authorization header: expected 'Bearer <token>'."
             )
-        django_request = request._request
+        django_request = getattr(request, "_request", request)  # /metrics passes Django's
         # The idempotency middleware authenticates before the view does: one lookup (and one
         # counted failure) per request, the same answer both times.
         if not hasattr(django_request, "_bearer_token"):
