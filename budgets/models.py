@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import IntegrityError, models
 from django.db.models import Q
 from django.utils import timezone
 
@@ -70,8 +70,26 @@ class BudgetNode(models.Model):
         return self.path
 
     def save(self, *args, **kwargs):
+        if self.pk is not None and self.parent_id is not None:
+            self._refuse_cycle()
         self.path = self.compute_path()
         super().save(*args, **kwargs)
+
+    def _refuse_cycle(self):
+        """The last guard against a cycle, on every database (PostgreSQL also has a trigger):
+        walk the stored parent links up from the new parent; meeting this node is a cycle."""
+        seen = set()
+        ancestor_id = self.parent_id
+        while ancestor_id is not None and ancestor_id not in seen:
+            if ancestor_id == self.pk:
+                raise IntegrityError(
+                    f"budget node {self.pk} cannot sit under its own descendant {self.parent_id}"
+                )
+            seen.add(ancestor_id)
+            ancestor_id = (
+                BudgetNode.objects.filter(pk=ancestor_id).values_list("parent_id", flat=True)
+                .first()
+            )
 
     @property
     def depth(self) -> int:

@@ -30,6 +30,7 @@ from budgets.permissions import (
 )
 from budgets.signals import allocation_expired
 from common.errors import ConflictError, ServiceError
+from fleet.locks import lock_budget_tree
 from fleet.models import WEEK_HOURS
 from scheduler.engine import fractions
 
@@ -570,26 +571,33 @@ def effect_of(change_request: ChangeRequest, *, nodes=None, allocations=None) ->
 
 
 def move_node(user, node, new_parent, *, reason="") -> BudgetNode:
-    """Re-parent a node and its subtree; shares stay, fractions follow the new parent."""
-    who = roles(user)
-    if not (can_edit_shares(user, node) and who.manages(new_parent.path)):
-        raise PermissionDenied("You must manage both the budget's parent and its new parent.")
-    if new_parent.pk == node.pk or node.is_ancestor_of(new_parent):
-        raise BudgetError(
-            "A budget cannot move under itself or its own descendant.", field="parent"
-        )
-    if new_parent.pk == node.parent_id:
-        raise BudgetError(f"{node.name} is already under {new_parent.name}.", field="parent")
-    if BudgetNode.objects.filter(parent=new_parent, slug=node.slug).exists():
-        raise BudgetError(
-            f"{new_parent.name} already has a child named {node.slug}.", field="parent"
-        )
+    """Re-parent a node and its subtree; shares stay, fractions follow the new parent.
+
+    The checks run inside the transaction, under the tree's lock and on rows read after it was
+    taken: a check made before would be stale once a crossed move commits (X under Y while Y
+    goes under X), and the tree would hold a cycle."""
     with transaction.atomic():
-        old_path = node.path
+        lock_budget_tree()
         node = BudgetNode.objects.select_for_update().get(pk=node.pk)
+        new_parent = BudgetNode.objects.get(pk=new_parent.pk)
+        if not (can_edit_shares(user, node) and roles(user).manages(new_parent.path)):
+            raise PermissionDenied("You must manage both the budget's parent and its new parent.")
+        if new_parent.pk == node.pk or node.is_ancestor_of(new_parent):
+            raise BudgetError(
+                "A budget cannot move under itself or its own descendant.", field="parent"
+            )
+        if new_parent.pk == node.parent_id:
+            raise BudgetError(f"{node.name} is already under {new_parent.name}.", field="parent")
+        if BudgetNode.objects.filter(parent=new_parent, slug=node.slug).exists():
+            raise BudgetError(
+                f"{new_parent.name} already has a child named {node.slug}.", field="parent"
+            )
+        old_path = node.path
         node.parent = new_parent
         node.save()
-        for descendant in BudgetNode.objects.filter(path__startswith=old_path + PATH_SEPARATOR):
+        for descendant in BudgetNode.objects.select_for_update().filter(
+            path__startswith=old_path + PATH_SEPARATOR
+        ):
             descendant.path = node.path + descendant.path[len(old_path):]
             descendant.save(update_fields=["path"])
         note = f"moved from {old_path} to {node.path}" + (f": {reason.strip()}" if reason else "")
@@ -601,8 +609,14 @@ def move_node(user, node, new_parent, *, reason="") -> BudgetNode:
 def add_child(user, parent, *, name, slug, kind, description="") -> BudgetNode:
     if not roles(user).manages(parent.path):
         raise PermissionDenied(f"You do not manage {parent.path}.")
+    taken = BudgetError(f"{parent.name} already has a child named {slug}.", field="slug")
     if BudgetNode.objects.filter(parent=parent, slug=slug).exists():
-        raise BudgetError(f"{parent.name} already has a child named {slug}.", field="slug")
-    return BudgetNode.objects.create(
-        parent=parent, name=name, slug=slug, kind=kind, description=description
-    )
+        raise taken
+    try:
+        with transaction.atomic():
+            return BudgetNode.objects.create(
+                parent=parent, name=name, slug=slug, kind=kind, description=description
+            )
+    except IntegrityError:
+        # Another manager created the same slug between the check and the insert.
+        raise taken from None

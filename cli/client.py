@@ -4,14 +4,22 @@ errors turned into exceptions the commands map to exit codes."""
 from __future__ import annotations
 
 import configparser
+import http.client
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from pathlib import Path
 
 TIMEOUT = 30
+# Waits before each new attempt when the connection failed (no answer at all): the request
+# may or may not have reached the portal, so every POST carries an Idempotency-Key and a retry
+# with the same key gets the first attempt's answer instead of doing it twice.
+RETRY_WAITS = (0.5, 1.0, 2.0, 4.0)
+NO_ANSWER = (TimeoutError, urllib.error.URLError, ConnectionError, http.client.HTTPException)
 
 
 class UsageError(Exception):
@@ -82,14 +90,20 @@ class Client:
         request.add_header("Accept", "application/json")
         if data is not None:
             request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as error:
-            raise _refused(error) from None
-        except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
-            reason = getattr(error, "reason", error)
-            raise Unreachable(f"cannot reach {self.url}: {reason}") from None
+        if method == "POST":
+            request.add_header("Idempotency-Key", str(uuid.uuid4()))
+        for wait in (*RETRY_WAITS, None):
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                    payload = response.read()
+                break
+            except urllib.error.HTTPError as error:
+                raise _refused(error) from None
+            except NO_ANSWER as error:
+                if wait is None:
+                    reason = getattr(error, "reason", error)
+                    raise Unreachable(f"cannot reach {self.url}: {reason}") from None
+                time.sleep(wait)
         try:
             return json.loads(payload) if payload else None
         except ValueError:

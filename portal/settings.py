@@ -11,6 +11,7 @@ EMAIL_HOST         default: none, emails are written as files under var/mail (se
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -35,10 +36,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_htmx",
+    "csp",
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "portal",
+    "common",
     "fleet",
     "budgets",
     "scheduler",
@@ -54,10 +58,30 @@ MIDDLEWARE = [
     "portal.middleware.RejectNulCharactersMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "common.idempotency.IdempotencyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a lockout flagged during the view into its answer.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is locked out for LOGIN_LOCKOUT_MINUTES, even with the right
+# password; a success resets the count. Failed API tokens count per address
+# (portal.api.authentication). The address is REMOTE_ADDR: behind a proxy, make the proxy
+# set it (gunicorn's --forwarded-allow-ips) rather than trusting X-Forwarded-For here.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env.env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.views.locked_out"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -111,7 +135,41 @@ WHITENOISE_USE_FINDERS = True
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env.env_bool("SECURE_COOKIES", not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Secure cookies mean the portal is served over HTTPS: browsers are told to keep to it.
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if SESSION_COOKIE_SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SESSION_COOKIE_SECURE
+SECURE_SSL_REDIRECT = env.env_bool("SECURE_SSL_REDIRECT", False)
+SILENCED_SYSTEM_CHECKS = [
+    # TLS ends at the proxy in front of gunicorn, which redirects http to https itself (the
+    # containers' health checks speak plain http inside); SECURE_SSL_REDIRECT=1 if gunicorn
+    # faces the network directly.
+    "security.W008",
+    # HSTS preloading is a commitment the owner of the domain makes at hstspreload.org, not a
+    # default a package can make for them.
+    "security.W021",
+]
+
+# Content-Security-Policy (django-csp): scripts only from the portal's own static files (no
+# inline script, no eval; htmx's and the pages' configuration live in static/js). Styles may
+# be inline: plotly.js styles its charts with style elements, and the tree tables indent rows
+# with a style attribute.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "worker-src": ["'self'", "blob:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # The API (/api/): API tokens (portal.models.ApiToken, sent as "Authorization: Bearer ...")
 # for scripts and the CLI, the session for the browser; the portal's permission rules.
@@ -121,6 +179,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "common.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "common.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "common.api.exceptions.exception_handler",

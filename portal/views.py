@@ -1,10 +1,13 @@
+from axes.helpers import get_cool_off, get_failure_limit
 from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
 from django.shortcuts import render
 
 from budgets import services
 from budgets.models import ChangeRequest
 from budgets.permissions import roles
 from fleet.models import Cluster
+from portal.api.authentication import LOCKED_OUT
 from scheduler.models import Workload
 from scheduler.status import tick_outage
 
@@ -32,3 +35,16 @@ def home(request):
         ).select_related("budget", "cluster")[:10],
     }
     return render(request, "portal/home.html", context)
+
+
+def locked_out(request, original_response=None, credentials=None):
+    """django-axes' answer once an address is locked out: JSON under /api/ like every API
+    error, the page that says how long otherwise."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": LOCKED_OUT, "field": None}, status=429)
+    context = {
+        "failure_limit": get_failure_limit(request, credentials),
+        "username": (credentials or {}).get("username") or request.POST.get("username", ""),
+        "cooloff": get_cool_off(request),
+    }
+    return render(request, "registration/locked_out.html", context, status=429)

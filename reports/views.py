@@ -1,7 +1,6 @@
 """Review-meeting reports and dashboards. Each view renders its whole page, or for an htmx
 request only the fragment that changes (the table, the charts, the budgets card)."""
 
-import csv
 from datetime import timedelta
 
 from django.conf import settings
@@ -41,6 +40,7 @@ from reports.permissions import (
     visible_node_ids,
 )
 from scheduler.engine import percent
+from scheduler.engine.spreadsheet import csv_writer
 
 
 def _cluster(name):
@@ -158,7 +158,7 @@ def _csv(cluster, start, end, top, cells) -> HttpResponse:
     filename = f"timeshare-{cluster.name}{scope}-{start:%Y-%m-%d}-to-{last:%Y-%m-%d}.csv"
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    writer = csv.writer(response)
+    writer = csv_writer(response)
     writer.writerow([label for _, label in review_report.COLUMNS])
     writer.writerows(cells)
     return response

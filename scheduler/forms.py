@@ -1,9 +1,11 @@
 import re
+import uuid
 
 from django import forms
 
 from budgets.models import BudgetNode
 from fleet.models import Cluster
+from scheduler.models import GPUS_MAX
 
 _MINUTES = re.compile(r"^\s*(\d+)\s*$")
 _HOURS_MINUTES = re.compile(r"^\s*(\d+):([0-5]\d)\s*$")
@@ -58,7 +60,7 @@ class SubmitForm(forms.Form):
         },
     )
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
-    gpus = forms.IntegerField(min_value=1, max_value=32767, label="GPUs")
+    gpus = forms.IntegerField(min_value=1, max_value=GPUS_MAX, label="GPUs")
     min_runtime = DurationField(
         label="Minimum runtime",
         help_text="Minutes or h:mm, from 0 to the cluster's maximum.",
@@ -74,9 +76,16 @@ class SubmitForm(forms.Form):
         label="Expected duration",
         help_text="Optional, minutes or h:mm; the simulated fleet finishes the run then.",
     )
+    # One-time token: a double click or a resent POST gives the first submission's answer
+    # instead of queueing the workload twice (common.idempotency).
+    submit_token = forms.CharField(
+        widget=forms.HiddenInput, max_length=64,
+        error_messages={"required": "This form is out of date: reload the page and submit again."},
+    )
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["submit_token"].initial = uuid.uuid4().hex
         self.fields["budget"].queryset = BudgetNode.objects.filter(
             members=user, children=None
         ).order_by("path")

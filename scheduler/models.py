@@ -17,6 +17,13 @@ def gpu_ranges(indices) -> str:
     return "GPUs " + ", ".join(map(str, indices))
 
 
+# The largest values the workload's number columns hold (PostgreSQL smallint and integer):
+# scheduler.services.submit refuses larger ones for the form and the API alike, and the API
+# schema states them, so no number reaches the database as an out-of-range error.
+GPUS_MAX = 32_767
+SECONDS_MAX = 2**31 - 1
+
+
 class Workload(models.Model):
     """What a researcher asks for: GPUs charged to a budget leaf under the scheduling contract."""
 

@@ -33,7 +33,7 @@ from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine_views import budget_tree, engine_hosts, engine_params
 from scheduler.loop import charge_usage
-from scheduler.models import Event, Run, RunGPU, Workload
+from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, RunGPU, Workload
 from scheduler.signals import announce_events
 from scheduler.tasks import request_tick
 
@@ -51,7 +51,10 @@ class SubmissionError(ServiceError):
 # Workloads
 
 
-def _whole(value, field: str, label: str) -> int:
+def _whole(value, field: str, label: str, *, at_most: int, too_large: str) -> int:
+    """The one check of a workload's numbers, whether they come from the form or the API: a
+    whole number no larger than its column holds (the lower bounds follow, with their own
+    words)."""
     if isinstance(value, bool):
         raise SubmissionError(f"{label} must be a whole number.", field)
     try:
@@ -60,7 +63,14 @@ def _whole(value, field: str, label: str) -> int:
         raise SubmissionError(f"{label} must be a whole number.", field) from None
     if isinstance(value, float) and number != value:
         raise SubmissionError(f"{label} must be a whole number.", field)
+    if number > at_most:
+        raise SubmissionError(f"{label} {too_large}.", field)
     return number
+
+
+def _seconds_whole(value, field: str, label: str) -> int:
+    return _whole(value, field, label, at_most=SECONDS_MAX,
+                  too_large=f"is too long: at most {SECONDS_MAX // 3600:,} h")
 
 
 def _contract_field(workload: EngineWorkload, hosts, tree: BudgetTree, params: Params) -> str:
@@ -98,8 +108,8 @@ def submit(
         raise SubmissionError("Choose a budget.", "budget")
     if cluster is None:
         raise SubmissionError("Choose a cluster.", "cluster")
-    gpus = _whole(gpus, "gpus", "GPUs")
-    min_runtime = _whole(min_runtime, "min_runtime", "The minimum runtime")
+    gpus = _whole(gpus, "gpus", "GPUs", at_most=GPUS_MAX, too_large=f"are at most {GPUS_MAX:,}")
+    min_runtime = _seconds_whole(min_runtime, "min_runtime", "The minimum runtime")
     if gpus < 1:
         raise SubmissionError("A workload needs at least 1 GPU.", "gpus")
     if min_runtime < 0:
@@ -110,7 +120,9 @@ def submit(
     if expected_duration in ("", None):
         expected_duration = None
     else:
-        expected_duration = _whole(expected_duration, "expected_duration", "The expected duration")
+        expected_duration = _seconds_whole(
+            expected_duration, "expected_duration", "The expected duration"
+        )
         if expected_duration < 1:
             raise SubmissionError("The expected duration must be positive.", "expected_duration")
     if BudgetNode.objects.filter(parent=budget).exists():

@@ -1,4 +1,3 @@
-import csv
 from collections import defaultdict
 
 from django.contrib import messages
@@ -12,11 +11,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from common.errors import ServiceError
+from common.idempotency import once
+from common.models import REPLAY_HEADER
 from fleet import services as host_services
 from fleet.models import Cluster, Host
 from fleet.permissions import can_operate
 from scheduler import services
 from scheduler.charts import utilization_sparkline
+from scheduler.engine.spreadsheet import csv_writer
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
 from scheduler.models import Event, RunGPU, UtilizationRollup, Workload, gpu_ranges
@@ -97,7 +99,7 @@ def workload_export(request):
     filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="workloads.csv"'
-    writer = csv.writer(response)
+    writer = csv_writer(response)
     writer.writerow(CSV_COLUMNS)
     for w in filterset.qs.iterator(chunk_size=2000):
         writer.writerow([
@@ -118,20 +120,36 @@ def _blank(value):
 def workload_create(request):
     form = SubmitForm(request.POST or None, user=request.user,
                       initial={"min_runtime": "60", "cluster": request.GET.get("cluster")})
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            try:
-                workload = services.submit(request.user, **form.cleaned_data)
-            except services.SubmissionError as error:
-                form.add_error(error.field if error.field in form.fields else None, error.message)
-            else:
-                messages.success(request, f"{workload.name} submitted to {workload.cluster}.")
-                return redirect("scheduler:workload", pk=workload.pk)
-        status = UNPROCESSABLE
-    clusters = Cluster.objects.all()
-    context = {"form": form, "limits": [(c, format_duration(c.max_min_runtime)) for c in clusters]}
-    return render(request, "scheduler/workload_form.html", context, status=status)
+
+    def page(status):
+        clusters = Cluster.objects.all()
+        limits = [(c, format_duration(c.max_min_runtime)) for c in clusters]
+        return render(request, "scheduler/workload_form.html", {"form": form, "limits": limits},
+                      status=status)
+
+    if request.method != "POST":
+        return page(200)
+    if not form.is_valid():
+        return page(UNPROCESSABLE)
+    data = dict(form.cleaned_data)
+    token = data.pop("submit_token")
+
+    def submit():
+        try:
+            workload = services.submit(request.user, **data)
+        except services.SubmissionError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+            return page(UNPROCESSABLE)
+        messages.success(request, f"{workload.name} submitted to {workload.cluster}.")
+        return redirect("scheduler:workload", pk=workload.pk)
+
+    # Any second POST of this form, whatever it holds, lands on the first one's workload; a
+    # refused submission does not use the token up.
+    response = once(request.user, f"submit-form:{token}", "", submit,
+                    keep=lambda answer: answer.status_code == 302)
+    if response.has_header(REPLAY_HEADER):
+        messages.info(request, "This form was already submitted: here is its workload.")
+    return response
 
 
 @login_required

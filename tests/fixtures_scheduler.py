@@ -17,6 +17,7 @@ Who sees what (scheduler.permissions.restrict_workloads):
     outsider: none.
 """
 
+import uuid
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -43,8 +44,10 @@ def workload_snapshot():
 
 
 def form_data(fleet, **overrides):
-    """What the submit form posts: 2 GPUs on h100 for exp-1, 1:30 protected, resumable."""
+    """What the submit form posts: 2 GPUs on h100 for exp-1, 1:30 protected, resumable, with a
+    one-time token of its own."""
     data = {
+        "submit_token": uuid.uuid4().hex,
         "name": "llama-debug",
         "budget": fleet.org.exp_1.pk,
         "cluster": fleet.org.cluster.pk,

@@ -7,7 +7,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -245,3 +247,104 @@ def test_members_refusals_are_one_line(timeshare, fleet):
             "You do not manage org/prog-b/proj-b1")
     refused(timeshare("pi", "members", "remove", "org/prog-a", "pi", "--role", "manager"),
             "pi is the last manager of Program A")
+
+
+# A POST whose answer is lost (the portal committed, the connection broke before the answer
+# came back) is retried with the same Idempotency-Key: one workload, exit 0. A real proxy
+# between the CLI and the live server forwards each request and, for the first POSTs only,
+# closes the CLI's connection instead of passing the answer on.
+
+
+def read_request(connection: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += connection.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def forward(request: bytes, upstream: tuple[str, int]) -> bytes:
+    head, _, body = request.partition(b"\r\n\r\n")
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    request = b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + body
+    with socket.create_connection(upstream) as server:
+        server.sendall(request)
+        answer = b""
+        while chunk := server.recv(65536):
+            answer += chunk
+    return answer
+
+
+class LosingProxy:
+    """Forwards everything; swallows the answer of the first `lose` POSTs."""
+
+    def __init__(self, upstream_url: str, lose: int):
+        parsed = urlparse(upstream_url)
+        self.upstream = (parsed.hostname, parsed.port)
+        self.lose = lose
+        self.keys: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with client:
+                request = read_request(client)
+                answer = forward(request, self.upstream)
+                if request.startswith(b"POST"):
+                    self.keys.extend(
+                        line for line in request.split(b"\r\n")
+                        if line.lower().startswith(b"idempotency-key:")
+                    )
+                    if self.lose > 0:
+                        self.lose -= 1
+                        client.shutdown(socket.SHUT_RDWR)  # committed, but no answer
+                        continue
+                client.sendall(answer)
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture
+def losing_proxy(live_server):
+    proxies = []
+
+    def make(lose):
+        proxies.append(LosingProxy(live_server.url, lose))
+        return proxies[-1]
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+def test_a_lost_answer_is_retried_and_the_workload_exists_once(timeshare, losing_proxy):
+    proxy = losing_proxy(lose=2)
+    out = ok(timeshare("researcher", "--json", *SUBMIT, "python", "lost.py", url=proxy.url))
+    assert Workload.objects.filter(command="python lost.py").count() == 1
+    assert json.loads(out)["id"] == Workload.objects.get(command="python lost.py").pk
+    assert len(proxy.keys) == 3
+    assert len(set(proxy.keys)) == 1
+
+
+def test_two_submissions_carry_two_keys(timeshare, losing_proxy):
+    proxy = losing_proxy(lose=0)
+    for name in ("one.py", "two.py"):
+        ok(timeshare("researcher", *SUBMIT, "python", name, url=proxy.url))
+    assert len(set(proxy.keys)) == 2

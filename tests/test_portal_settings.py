@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CACHE_URL", "SECRET_KEY",
-             "DEBUG", "ALLOWED_HOSTS", "SECURE_COOKIES", "TIMESHARE_VAR_DIR")
+             "DEBUG", "ALLOWED_HOSTS", "SECURE_COOKIES", "TIMESHARE_VAR_DIR",
+             "LOGIN_FAILURE_LIMIT", "LOGIN_LOCKOUT_MINUTES", "SECURE_SSL_REDIRECT")
 PRINT_SETTINGS = (
     "import json, django; django.setup(); from django.conf import settings as s; "
     "print(json.dumps({'debug': s.DEBUG, 'secure': s.SESSION_COOKIE_SECURE, "
@@ -81,6 +82,9 @@ def test_production_values_come_from_the_environment(tmp_path):
         ("SECRET_KEY", "too-short"),
         ("TIMESHARE_TELEMETRY_STEP", "7"),
         ("TIMESHARE_TELEMETRY_STEP", "often"),
+        ("LOGIN_FAILURE_LIMIT", "0"),
+        ("LOGIN_LOCKOUT_MINUTES", "soon"),
+        ("SECURE_SSL_REDIRECT", "2"),
     ],
 )
 def test_a_bad_value_stops_manage_py_with_one_line(tmp_path, variable, value):

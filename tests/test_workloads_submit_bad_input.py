@@ -27,6 +27,9 @@ NEW = reverse("scheduler:workload_create")
         ({"min_runtime": ""}, "min_runtime", "required"),
         ({"expected_duration": "0"}, "expected_duration", "positive duration"),
         ({"expected_duration": "soon"}, "expected_duration", "minutes (e.g. 90)"),
+        # 35,791,395 minutes is past the 2**31 - 1 seconds a duration column holds.
+        ({"expected_duration": "35791395"}, "expected_duration", "too long: at most 596,523 h"),
+        ({"expected_duration": "596524:00"}, "expected_duration", "too long: at most 596,523 h"),
         ({"name": ""}, "name", "required"),
         ({"name": "x" * 101}, "name", "at most 100 characters"),
         ({"command": ""}, "command", "required"),

@@ -3,12 +3,23 @@ from rest_framework.pagination import PageNumberPagination
 
 
 class Pagination(PageNumberPagination):
-    """``?page=2&page_size=100``; pages of 50 by default, at most 500. A page size that is not
-    a whole number from 1 to 500 is a 400 (not silently the default); a page past the end 404."""
+    """``?page=2&page_size=100``; pages of 50 by default, at most 500. A page or a page size
+    that is not a whole number in range is a 400 (not silently the default); a page past the
+    end 404."""
 
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_number(self, request, paginator):
+        """The page asked for: a whole number from 1 (an empty ``page=`` is a mistake, not
+        page 1); a page past the end is still the 404 DRF answers."""
+        raw = request.query_params.get(self.page_query_param)
+        if raw is None:
+            return 1
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValidationError({self.page_query_param: ["A whole number from 1."]})
+        return int(raw)
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)

@@ -20,6 +20,15 @@ MESSAGES = {
     "409": "Changed by someone else since you read it",
     "415": "Unsupported media type",
     "406": "Not acceptable",
+    "429": "Too many invalid tokens from your address: wait before trying again",
+}
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Any unique string (a UUID): a retry with the same key and body gets the "
+    "first answer again and changes nothing more; the same key with another body is a 409.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
 }
 
 
@@ -28,9 +37,11 @@ def add_error_responses(result, generator, request, public):
     reference = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for path in result.get("paths", {}).values():
         for method, operation in path.items():
-            codes = ["401", "403", "404", "405", "406"]
+            codes = ["401", "403", "404", "405", "406", "429"]
             if method in ("post", "put", "patch", "delete"):
                 codes += ["400", "409", "415"]
+            if method == "post":
+                operation.setdefault("parameters", []).append(IDEMPOTENCY_KEY)
             elif operation.get("parameters"):
                 codes += ["400"]
             responses = operation.setdefault("responses", {})

@@ -2,6 +2,8 @@
 
 from datetime import timedelta
 
+from axes.handlers.proxy import AxesProxyHandler
+from django.contrib.auth.signals import user_login_failed
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -9,6 +11,10 @@ from rest_framework import authentication, exceptions
 from portal.models import ApiToken, digest
 
 KEYWORDS = ("bearer", "token")
+# Failed tokens count like failed logins (django-axes, settings.AXES_*), with no username: an
+# address that tries too many wrong tokens is locked out for the cool-off time.
+TOKEN_CREDENTIALS = {"username": None}
+LOCKED_OUT = "Too many invalid tokens from your address: wait before trying again."
 TOUCH_EVERY = timedelta(minutes=1)  # last_used is written at most this often per token
 
 
@@ -23,14 +29,32 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "Invalid Authorization header: expected 'Bearer <token>'."
             )
+        django_request = getattr(request, "_request", request)  # /metrics passes Django's
+        # The idempotency middleware authenticates before the view does: one lookup (and one
+        # counted failure) per request, the same answer both times.
+        if not hasattr(django_request, "_bearer_token"):
+            try:
+                django_request._bearer_token = self._check(django_request, header[1])
+            except exceptions.APIException as refusal:
+                django_request._bearer_token = refusal
+        if isinstance(django_request._bearer_token, exceptions.APIException):
+            raise django_request._bearer_token
+        return django_request._bearer_token
+
+    def _check(self, django_request, presented: bytes):
+        if AxesProxyHandler.is_locked(django_request, TOKEN_CREDENTIALS):
+            raise exceptions.Throttled(detail=LOCKED_OUT)
         try:
-            key = header[1].decode()
+            key = presented.decode()
         except UnicodeError:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
-        token = (
+            key = None
+        token = key and (
             ApiToken.objects.active().select_related("user").filter(digest=digest(key)).first()
         )
-        if token is None or not token.user.is_active:
+        if not token or not token.user.is_active:
+            user_login_failed.send(
+                sender=type(self), credentials=TOKEN_CREDENTIALS, request=django_request
+            )
             raise exceptions.AuthenticationFailed("Invalid or expired token.")
         now = timezone.now()
         if token.last_used is None or now - token.last_used > TOUCH_EVERY:

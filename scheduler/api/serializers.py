@@ -9,9 +9,7 @@ from rest_framework import serializers
 
 from budgets.models import BudgetNode
 from fleet.models import Cluster, Host, HostEvent
-from scheduler.models import Event, Run, Workload
-
-INT32 = 2**31 - 1
+from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, Workload
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -101,9 +99,9 @@ class SubmitSerializer(serializers.Serializer):
         help_text="Path of a budget leaf you are a member of, e.g. org/prog-a/proj-a1.",
     )
     cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
-    gpus = serializers.IntegerField(min_value=1, max_value=32767)
+    gpus = serializers.IntegerField(min_value=1, max_value=GPUS_MAX)
     min_runtime = serializers.IntegerField(
-        min_value=0, max_value=INT32,
+        min_value=0, max_value=SECONDS_MAX,
         help_text="Seconds protected from rebalancing once started; 0 = unallocated (free, "
         "preemptible at any moment).",
     )
@@ -114,7 +112,7 @@ class SubmitSerializer(serializers.Serializer):
     )
     command = serializers.CharField(max_length=10_000)
     expected_duration = serializers.IntegerField(
-        min_value=1, max_value=INT32, required=False, allow_null=True,
+        min_value=1, max_value=SECONDS_MAX, required=False, allow_null=True,
         help_text="Seconds of work (the simulated fleet finishes the run then).",
     )
 

@@ -24,7 +24,6 @@ Run ``python -m scheduler.engine.simulate --help``.
 from __future__ import annotations
 
 import argparse
-import csv
 import heapq
 import json
 import math
@@ -60,6 +59,7 @@ from .model import (
 )
 from .report import write_report
 from .scheduling import EngineMemo, next_event, schedule
+from .spreadsheet import csv_writer
 from .summary import format_summary
 from .sweep import run_sweep
 from .traces import (
@@ -864,7 +864,7 @@ class SimResult:
     # ------------------------------------------------------------ files
     def write_csvs(self, out: Path) -> None:
         with open(out / "jobs.csv", "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
+            w = csv_writer(fh)
             w.writerow(JOBS_COLUMNS)
             for r in self.jobs:
                 j = r.job
@@ -875,7 +875,7 @@ class SimResult:
                     _f(r.allocated_gpu_s), _f(r.unallocated_gpu_s),
                 ))
         with open(out / "runs.csv", "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
+            w = csv_writer(fh)
             w.writerow(RUNS_COLUMNS)
             for r in self.runs:
                 w.writerow((r.job_id, r.run, _f(r.start), _f(r.end), r.gpus, r.hosts,

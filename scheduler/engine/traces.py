@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .contract import DEBUG_MAX_GPUS, DEBUG_MAX_MIN_RUNTIME, is_debug
+from .spreadsheet import cell_value, csv_writer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRACES_DIR = PROJECT_ROOT / "data" / "traces"  # the public traces, gzipped (see its README)
@@ -201,7 +202,7 @@ def read_trace(
         for lineno, row in enumerate(reader, start=2):
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
-            rows.append((lineno, row))
+            rows.append((lineno, [cell_value(cell) for cell in row]))
     lo = 0.0 if start is None else float(start)
     if found == "design":
         jobs = _design_jobs(path, rows, idx, lo, end, limit)
@@ -338,7 +339,7 @@ def _public_jobs(path, rows, idx, lo, end, limit, rule: ConversionRule, sizes) -
 def write_design_trace(path: Path | str, jobs: list[TraceJob]) -> None:
     """Write jobs in DESIGN.md's trace format (with a leading job_id column)."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = csv_writer(fh)
         w.writerow(("job_id",) + DESIGN_COLUMNS)
         for j in jobs:
             w.writerow((j.job_id, f"{j.submit_time:g}", f"{j.duration:g}", j.gpus, j.budget,

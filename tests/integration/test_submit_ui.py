@@ -15,8 +15,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 def test_a_workload_submitted_through_the_form_starts_on_the_worker(lab, celery_worker):
     browser = Client()
-    assert browser.login(username="alice", password="pw")
+    browser.force_login(lab.alice)
+    form = browser.get(reverse("scheduler:workload_create")).context["form"]
     response = browser.post(reverse("scheduler:workload_create"), {
+        "submit_token": form["submit_token"].value(),
         "name": "ui-submitted", "budget": lab.a1.pk, "cluster": lab.cluster.pk, "gpus": "2",
         "min_runtime": "1", "resumable": "on", "command": "python train.py",
         "expected_duration": "",
