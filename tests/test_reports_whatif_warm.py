@@ -1,0 +1,44 @@
+"""The warm what-if: "replayed as is" starts from the cluster as it really was at the start of
+the period, so it reproduces what actually happened (reports/whatif.py, the simulator's
+``InitialState``)."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from fleet.models import Cluster
+from portal import demo
+from reports import tasks
+from reports.models import WhatIf
+from scheduler.engine.traces import TRACES_DIR
+
+needs_trace = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
+                                 reason="the Philly trace is not available")
+
+
+@pytest.fixture
+def seeded_week(db):
+    """The demo institute with its seeded week of history (scheduler/history.py)."""
+    now = timezone.now().replace(microsecond=0)
+    since = now - timedelta(days=7)
+    demo.seed(since=since, now=now)
+    demo.seed_history(since, now)
+    return now
+
+
+@needs_trace
+def test_as_is_delivers_what_was_delivered_per_budget_on_the_seeded_history(seeded_week):
+    ceo = User.objects.get(username="ceo")
+    h100 = Cluster.objects.get(name="h100")
+    what_if = WhatIf.objects.create(cluster=h100, requested_by=ceo, params={"days": 3})
+    assert tasks.run_what_if(what_if.pk) == "done"
+    what_if.refresh_from_db()
+    result = what_if.result
+    assert result["at_start"]["running"] > 0  # the week before left work running
+    actual, as_is = result["actual"]["budgets"], result["as_is"]["budgets"]
+    for path, figures in sorted(actual.items()):
+        print(path, round(figures["delivered_h"], 1), round(as_is[path]["delivered_h"], 1))
+    for path, figures in actual.items():
+        assert as_is[path]["delivered_h"] == pytest.approx(figures["delivered_h"], rel=0.02), path
