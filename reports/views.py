@@ -303,8 +303,8 @@ def _what_if_parameters(what_if) -> list[dict]:
     for key, label, unit, scale in (("window", "Window", "days", 86400),
                                     ("max_min_runtime", "Maximum min_runtime", "hours", 3600),
                                     ("hysteresis", "Hysteresis", "", 1)):
-        rows.append({"label": label, "unit": unit, "as_is": as_is[key] / scale,
-                     "what_if": asked.get(key, as_is[key]) / scale})
+        rows.append({"label": label, "unit": unit, "as_is": f"{as_is[key] / scale:.4g}",
+                     "what_if": f"{asked.get(key, as_is[key]) / scale:.4g}"})
     return rows
 
 
