@@ -21,6 +21,7 @@ from fleet.locks import lock_cluster
 from fleet.models import Cluster, Host, HostEvent
 from fleet.permissions import can_operate
 from fleet.signals import host_changed
+from scheduler.engine import RepairFigure
 
 
 class HostActionError(ServiceError):
@@ -151,13 +152,16 @@ def switch_backend(cluster: Cluster, backend: str, known_hosts, user=None) -> li
     return [h.name for h in retired]
 
 
-def repair_summary(cluster: Cluster | None = None, since=None) -> dict:
-    """Repairs that brought a host back, and how many needed a human (the reported share)."""
+def repair_summary(cluster: Cluster | None = None, since=None, until=None) -> dict:
+    """The repair figure (``RepairFigure``) of ``[since, until)``: repairs that brought a host
+    back (automatic ones pass the health check, a human's follow an escalation or are done by
+    hand), how many needed a human, and the comparison with every failure needing one."""
     events = HostEvent.objects.filter(kind=HostEvent.Kind.REPAIR_SUCCEEDED)
     if cluster is not None:
         events = events.filter(host__cluster=cluster)
     if since is not None:
         events = events.filter(at__gte=since)
+    if until is not None:
+        events = events.filter(at__lt=until)
     counts = events.aggregate(total=Count("id"), human=Count("id", filter=Q(needed_human=True)))
-    total, human = counts["total"], counts["human"]
-    return {"repairs": total, "needed_human": human, "share": (human / total) if total else None}
+    return RepairFigure(counts["total"], counts["human"]).as_dict()

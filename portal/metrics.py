@@ -32,6 +32,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from budgets.models import BudgetNode
 from fleet.models import Cluster, HostEvent
 from fleet.permissions import can_operate
+from fleet.services import repair_summary
 from portal.api.authentication import BearerTokenAuthentication
 from reports.accounting import queue_stays
 from scheduler import status
@@ -137,6 +138,17 @@ class TimeshareCollector:
                 host_events.add_metric([cluster.name, kind], n)
         yield repairs
         yield host_events
+
+        share = GaugeMetricFamily(
+            "timeshare_human_repair_share", "Human repairs / all repairs that brought a host "
+            "back, since the cluster exists (the hosts page's and dashboard's figure); absent "
+            "before the first repair", labels=["cluster"],
+        )
+        for cluster in clusters:
+            figure = repair_summary(cluster)
+            if figure["share"] is not None:
+                share.add_metric([cluster.name], figure["share"])
+        yield share
 
         ratio = GaugeMetricFamily(
             "timeshare_budget_usage_ratio", "Usage over entitlement in the cluster's window "

@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from fleet.models import Host, HostEvent
+from fleet.services import repair_summary
 from reports.accounting import buckets, period_until, step_for
 from reports.sql import Epoch
 
@@ -35,8 +36,8 @@ STATE_AFTER = {
 
 
 def fleet_figures(cluster, start: datetime, end: datetime, now=None) -> dict:
-    """Host states now and over time, host events per bucket, and the share of repairs that
-    needed a human (escalations over repairs that ended, successful or escalated).
+    """Host states now and over time, host events per bucket, and the repair figure of the
+    range (``fleet.services.repair_summary``: human repairs over all repairs).
 
     States over time replay the hosts' events: each host is, from the start of the range, in
     the state its last earlier event left it in (available without one; its state now if it
@@ -92,12 +93,11 @@ def fleet_figures(cluster, start: datetime, end: datetime, now=None) -> dict:
     for pk in state:
         stay(pk, since[pk], edges[-1])
     totals = {k: sum(counts[k]) for k in REPAIR_OUTCOMES}
-    ended = totals[HostEvent.Kind.REPAIR_SUCCEEDED] + totals[HostEvent.Kind.ESCALATED]
     return {
         "times": times,
         "states": [(s, now_states.get(s, 0)) for s in Host.State.values],
         "over_time": hosts_in,
         "events": counts,
         "totals": totals,
-        "human_share": totals[HostEvent.Kind.ESCALATED] / ended if ended else None,
+        "repairs": repair_summary(cluster, start, until),
     }

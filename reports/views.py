@@ -376,6 +376,21 @@ def _what_if_rows(user, what_if) -> list[dict]:
     return rows
 
 
+def _what_if_parameters(what_if) -> list[dict]:
+    """The parameters of both replays in the form's units (days and hours): the cluster's as
+    they were when the replay ran, and the asked ones."""
+    asked = what_if.params
+    as_is = ((what_if.result or {}).get("params") or {}).get("as_is") or {
+        key: getattr(what_if.cluster, key) for key in ("window", "max_min_runtime", "hysteresis")}
+    rows = []
+    for key, label, unit, scale in (("window", "Window", "days", 86400),
+                                    ("max_min_runtime", "Maximum min_runtime", "hours", 3600),
+                                    ("hysteresis", "Hysteresis", "", 1)):
+        rows.append({"label": label, "unit": unit, "as_is": f"{as_is[key] / scale:.4g}",
+                     "what_if": f"{asked.get(key, as_is[key]) / scale:.4g}"})
+    return rows
+
+
 @login_required
 def what_if_detail(request, pk):
     """A what-if: its progress bar while it runs (htmx polls this view), then the replay next
@@ -390,6 +405,7 @@ def what_if_detail(request, pk):
         "percent": round(100 * found.progress),
         "rows": _what_if_rows(request.user, found) if found.state == WhatIf.State.DONE else [],
         "result": found.result,
+        "parameters": _what_if_parameters(found),
     }
     template = "reports/_what_if_status.html" if request.htmx else "reports/what_if_detail.html"
     return render(request, template, context)

@@ -8,12 +8,18 @@ what actually happened.
   computed (run time, minus the grace periods a resumable run spent checkpointing). A workload
   that never ran and declared no duration (cancelled or still waiting) cannot be replayed: it
   is left out and counted.
-* The cluster: today's hosts, no failures (real failures are not replayed).
+* The start: the cluster as it really was at ``start`` (``initial_state``): runs already
+  running, with their placement, protection, signal (GPUs held in grace) and work left;
+  workloads waiting; hosts out of service; the allocated usage and healthy capacity charged
+  over the window before. A cold start (an empty cluster) under-delivers by all the work
+  already running and waits less for lack of competition.
+* The cluster: today's hosts, with what really happened to them in the period (drains,
+  failures, returns) instead of simulated failures and repairs.
 * Two replays: "as is" with the cluster's parameters and today's shares, and the "what-if"
   with the requested window, maximum min_runtime, hysteresis and shares. The replay as is
   shows how far the simulation alone is from reality; the difference between the two is the
   effect of the change.
-* Figures per budget node: entitlement = fraction x GPUs x the replayed span (no failures),
+* Figures per budget node: entitlement = fraction x healthy GPU-time of the replayed span,
   delivered = allocated GPU-time charged to the subtree; waits are per workload (all its time
   queued, requeues included) over workloads that started, like the simulator's jobs.csv.
   "Actually" comes from the budget review report of the same period.
@@ -26,22 +32,64 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 
 from budgets.models import Allocation
 from budgets.services import shares_by_path
-from fleet.models import Cluster
+from fleet.models import CapacityRollup, Cluster, HostEvent
 from reports import accounting, review_report
 from reports.sql import Epoch
 from scheduler.engine import Params
 from scheduler.engine.idle import IdlePolicy
-from scheduler.engine.simulate import SimConfig, Simulator
+from scheduler.engine.model import HostState
+from scheduler.engine.simulate import (
+    HOST_BACK,
+    HOST_DRAIN,
+    HOST_FAIL,
+    InitialState,
+    RunningAtStart,
+    SimConfig,
+    Simulator,
+)
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
-from scheduler.models import Event, Run, Workload
+from scheduler.models import Event, Run, RunGPU, Workload
 
 HOUR = 3600.0
 DAY = 86400.0
 MAX_DAYS = 90
+
+
+def _computed(runs, stop: float) -> dict[int, float]:
+    """Seconds each run computed up to ``stop``: its time running, minus the grace a
+    preempted resumable run spent checkpointing. ``runs``: ``(pk, started, ended,
+    signalled_at, end_reason, resumable)`` rows, times as epochs."""
+    computed = {}
+    for pk, started, ended, signalled, reason, resumable in runs:
+        finish = min(ended if ended is not None else stop, stop)
+        work = finish - started
+        if reason == Run.EndReason.PREEMPTED and resumable and signalled is not None:
+            work -= finish - min(signalled, finish)  # checkpointing, not computing
+        computed[pk] = max(0.0, work)
+    return computed
+
+
+def _runs_of(workloads):
+    """The runs of ``workloads``, by workload and number, as ``(run pk, workload pk, number,
+    started, ended, signalled_at, end_reason, resumable, protected_until)``, times as epochs."""
+    return list(
+        Run.objects.filter(workload__in=workloads)
+        .values_list("pk", "workload_id", "number", Epoch("started"), Epoch("ended"),
+                     Epoch("signalled_at"), "end_reason", "workload__resumable",
+                     Epoch("protected_until"))
+        .order_by("workload_id", "number")
+    )
+
+
+def _work(expected: int | None, computed_before: float, computed_after: float) -> float:
+    """Work left for a replay: the declared duration minus what was computed before, or,
+    without a declaration, what its runs really computed afterwards."""
+    return float(expected) - computed_before if expected else computed_after
 
 
 def trace_jobs(cluster: Cluster, start: datetime, end: datetime) -> tuple[list[TraceJob], int]:
@@ -49,31 +97,147 @@ def trace_jobs(cluster: Cluster, start: datetime, end: datetime) -> tuple[list[T
     number left out."""
     origin, stop = start.timestamp(), end.timestamp()
     workloads = Workload.objects.filter(cluster=cluster, submitted__gte=start, submitted__lt=end)
+    runs = _runs_of(workloads)
+    computed = _computed(((r[0], r[3], r[4], r[5], r[6], r[7]) for r in runs), stop)
     done: dict[int, float] = defaultdict(float)
-    for workload_id, started, ended, signalled, reason, resumable in (
-        Run.objects.filter(workload__in=workloads)
-        .values_list("workload_id", Epoch("started"), Epoch("ended"), Epoch("signalled_at"),
-                     "end_reason", "workload__resumable")
-        .order_by()
-    ):
-        finish = min(ended if ended is not None else stop, stop)
-        work = finish - started
-        if reason == Run.EndReason.PREEMPTED and resumable and signalled is not None:
-            work -= finish - min(signalled, finish)  # checkpointing, not computing
-        done[workload_id] += max(0.0, work)
+    for row in runs:
+        done[row[1]] += computed[row[0]]
     jobs, skipped = [], 0
     for pk, path, user, gpus, min_runtime, resumable, submitted, expected in (
         workloads.values_list("pk", "budget__path", "owner__username", "gpus", "min_runtime",
                               "resumable", Epoch("submitted"), "expected_duration")
         .order_by("submitted", "pk")
     ):
-        work = float(expected) if expected else done.get(pk, 0.0)
+        work = _work(expected, 0.0, done.get(pk, 0.0))
         if work <= 0:
             skipped += 1
             continue
         jobs.append(TraceJob(str(pk), submitted - origin, work, gpus, path, user,
                              float(min_runtime), bool(resumable)))
     return jobs, skipped
+
+
+# host events that leave a host out of service, and the engine state it is in afterwards
+_OUT_OF_SERVICE = {
+    HostEvent.Kind.FAILED: HostState.DOWN,
+    HostEvent.Kind.DRAINED: HostState.DRAINED,
+    HostEvent.Kind.REPAIR_STARTED: HostState.REPAIRING,
+    HostEvent.Kind.REPAIR_FAILED: HostState.REPAIRING,
+    HostEvent.Kind.ESCALATED: HostState.ESCALATED,
+    HostEvent.Kind.DRAIN_REQUESTED: HostState.DRAINING,
+    HostEvent.Kind.HEALTH_SIGNAL: HostState.DRAINING,
+}
+# host events of the period that change what the scheduler may use
+_CHANGES = {
+    HostEvent.Kind.RETURNED: HOST_BACK,
+    HostEvent.Kind.DRAIN_REQUESTED: HOST_DRAIN,
+    HostEvent.Kind.HEALTH_SIGNAL: HOST_DRAIN,
+    HostEvent.Kind.FAILED: HOST_FAIL,
+}
+
+
+def _hosts(cluster: Cluster, start: datetime, end: datetime):
+    """Hosts out of service at ``start`` (by their last event before it), and the host
+    changes of ``[start, end)`` as ``(seconds from start, host, change)``."""
+    origin = start.timestamp()
+    last: dict[str, str] = {}
+    for name, kind in (HostEvent.objects.filter(host__cluster=cluster, at__lt=start)
+                       .order_by("at", "pk").values_list("host__name", "kind")):
+        last[name] = kind
+    out = {name: _OUT_OF_SERVICE[kind] for name, kind in last.items() if kind in _OUT_OF_SERVICE}
+    changes = [
+        (at - origin, name, _CHANGES[kind])
+        for name, at, kind in (HostEvent.objects
+                               .filter(host__cluster=cluster, at__gte=start, at__lt=end,
+                                       kind__in=list(_CHANGES))
+                               .order_by("at", "pk").values_list("host__name", Epoch("at"), "kind"))
+    ]
+    return out, changes
+
+
+def _capacity_before(cluster: Cluster, start: datetime, window: float, gpus: int):
+    """Healthy GPUs over ``[start - window, start)`` as ``(start, end, gpus)`` segments in
+    seconds from ``start``, from the hourly capacity the live loop charges (the hour cut by
+    the window pro rata, as ``window_capacity`` does; the hour holding ``start`` at today's
+    GPUs, its charge running past ``start``)."""
+    since = max(start - timedelta(seconds=window), cluster.created)
+    origin, first = start.timestamp(), since.timestamp()
+    segments = []
+    for hour, gpu_seconds in (CapacityRollup.objects
+                              .filter(cluster=cluster, hour__gt=since - timedelta(hours=1),
+                                      hour__lt=start)
+                              .values_list(Epoch("hour"), "gpu_seconds")):
+        if hour + HOUR > origin:
+            segments.append((max(hour, first) - origin, 0.0, float(gpus)))
+        else:
+            segments.append((max(hour, first) - origin, hour + HOUR - origin,
+                             gpu_seconds / HOUR))
+    return segments
+
+
+def initial_state(cluster: Cluster, start: datetime, end: datetime, window: float,
+                  gpus: int) -> tuple[InitialState, int]:
+    """The cluster as it really was at ``start``: runs live then (protection, signals, work
+    left), workloads waiting then, the allocated usage and capacity of the ``window`` before,
+    hosts out of service. With the number of waiting or running workloads left out (no
+    declared duration and nothing computed in the period)."""
+    origin, stop = start.timestamp(), end.timestamp()
+    earliest = start - timedelta(seconds=window)
+    charged = []
+    for path, gpu_count, started, ended in (
+        Run.objects.filter(workload__cluster=cluster, allocated=True, started__lt=start,
+                           ended__gt=earliest, ended__lte=start)
+        .values_list("workload__budget__path", "gpus", Epoch("started"), Epoch("ended"))
+    ):
+        charged.append((path, gpu_count, max(started, earliest.timestamp()) - origin,
+                        ended - origin))
+    live_then = (Q(finished=None) | Q(finished__gt=start))
+    workloads = Workload.objects.filter(live_then, cluster=cluster, submitted__lt=start)
+    runs = _runs_of(workloads)
+    computed = _computed(((r[0], r[3], r[4], r[5], r[6], r[7]) for r in runs), stop)
+    by_workload: dict[int, list] = defaultdict(list)
+    for row in runs:
+        by_workload[row[1]].append(row)
+    slots: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for run_pk, host, index in (RunGPU.objects
+                                .filter(run__workload__in=workloads, run__started__lt=start)
+                                .filter(Q(run__ended=None) | Q(run__ended__gt=start))
+                                .values_list("run_id", "host__name", "index")):
+        slots[run_pk][host].append(index)
+    hosts, host_changes = _hosts(cluster, start, end)
+    state, skipped = InitialState(charged=charged,
+                                  capacity=_capacity_before(cluster, start, window, gpus),
+                                  hosts=hosts, host_changes=host_changes), 0
+    for pk, path, user, gpu_count, min_runtime, resumable, submitted, expected in (
+        workloads.values_list("pk", "budget__path", "owner__username", "gpus", "min_runtime",
+                              "resumable", Epoch("submitted"), "expected_duration")
+        .order_by("submitted", "pk")
+    ):
+        mine = by_workload.get(pk, [])
+        live = next((r for r in mine if r[3] < origin and (r[4] is None or r[4] > origin)),
+                    None)
+        if live is not None:
+            before = sum(computed[r[0]] for r in mine if r[2] < live[2])
+            after = sum(computed[r[0]] for r in mine if r[2] >= live[2])
+        else:
+            before = sum(computed[r[0]] for r in mine if r[3] < origin)
+            after = sum(computed[r[0]] for r in mine if r[3] >= origin)
+        work = _work(expected, before, after)
+        if work <= 0 or (live is not None and not slots.get(live[0])):
+            skipped += 1
+            continue
+        job = TraceJob(str(pk), submitted - origin, work, gpu_count, path, user,
+                       float(min_runtime), bool(resumable))
+        if live is None:
+            state.queued.append(job)
+            continue
+        state.running.append(RunningAtStart(
+            job, live[3] - origin,
+            tuple((host, tuple(sorted(indices)))
+                  for host, indices in sorted(slots[live[0]].items())),
+            live[8] - origin, None if live[5] is None or live[5] >= origin else live[5] - origin,
+            live[2]))
+    return state, skipped
 
 
 def _every_half_second(progress: Callable[[float], None]) -> Callable[[float], None]:
@@ -90,24 +254,26 @@ def _every_half_second(progress: Callable[[float], None]) -> Callable[[float], N
     return tell
 
 
-def replay(jobs, shares: dict[str, float], cluster: Cluster, params: Params, horizon: float,
-           progress: Callable[[float], None], idle_share: float = 0.0,
-           preempt_idle: bool = False) -> dict:
-    hosts = list(cluster.hosts.order_by("name").values_list("name", "gpus", "group"))
-    spec = ClusterSpec([HostSpec(name, gpus, group) for name, gpus, group in hosts],
+def cluster_spec(cluster: Cluster) -> ClusterSpec:
+    hosts = cluster.hosts.order_by("name").values_list("name", "gpus", "group")
+    return ClusterSpec([HostSpec(name, gpus, group) for name, gpus, group in hosts],
                        source=cluster.name)
-    policy = IdlePolicy(float(cluster.idle_period), cluster.idle_threshold)
+
+
+def replay(jobs, shares: dict[str, float], spec: ClusterSpec, initial: InitialState,
+           params: Params, horizon: float, progress: Callable[[float], None],
+           idle_share: float = 0.0, idle_policy: IdlePolicy | None = None) -> dict:
     sim = Simulator(jobs, shares, spec, SimConfig(
-        params=params, until=horizon, idle_share=idle_share,
-        idle_policy=policy if preempt_idle else None,
-    ))
+        params=params, until=horizon, idle_share=idle_share, idle_policy=idle_policy,
+    ), initial)
     # the simulator's own progress hook: its clock over the horizon, every 1% at most
     result = sim.run(progress=_every_half_second(progress))
     summary = result.summary
-    capacity_h = spec.total_gpus * horizon / HOUR
+    # healthy GPU-time over the whole horizon (the replay's clock may stop early, idle)
+    capacity = sim.ledger.cum("\0capacity", horizon) - sim.ledger.cum("\0capacity", 0.0)
     budgets = {
         path: {
-            "entitlement_h": sim.tree.fraction(path) * capacity_h,
+            "entitlement_h": sim.tree.fraction(path) * capacity / HOUR,
             "delivered_h": data["delivered_total_gpu_s"] / HOUR,
             "fraction": sim.tree.fraction(path),
         }
@@ -188,18 +354,28 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
                  if path in by_path}
     changed = shares_by_path(tree.nodes, allocations, overrides)
     jobs, skipped = trace_jobs(cluster, start, now)
+    spec = cluster_spec(cluster)
+    as_is_params, what_if_params = params_for(cluster), params_for(cluster, wanted)
+    # the usage both replays' first passes see: the longer of the two windows
+    window = max(as_is_params.window, what_if_params.window)
+    initial, skipped_at_start = initial_state(cluster, start, now, window, spec.total_gpus)
     idle = idle_share(cluster, start, now, len(jobs))
-    as_is = replay(jobs, today, cluster, params_for(cluster), horizon,
-                   lambda p: progress(0.5 * p), idle, cluster.preempt_idle)
+    policy = IdlePolicy(float(cluster.idle_period), cluster.idle_threshold)
+    as_is = replay(jobs, today, spec, initial, as_is_params, horizon,
+                   lambda p: progress(0.5 * p), idle, policy if cluster.preempt_idle else None)
     progress(0.5)
-    what = replay(jobs, changed, cluster, params_for(cluster, wanted), horizon,
+    what_if_preempts_idle = bool(wanted.get("preempt_idle", cluster.preempt_idle))
+    what = replay(jobs, changed, spec, initial, what_if_params, horizon,
                   lambda p: progress(0.5 + 0.5 * p), idle,
-                  bool(wanted.get("preempt_idle", cluster.preempt_idle)))
+                  policy if what_if_preempts_idle else None)
     return {
         "start": start.isoformat(),
         "end": now.isoformat(),
         "jobs": len(jobs),
-        "skipped": skipped,
+        "skipped": skipped + skipped_at_start,
+        "at_start": {"running": len(initial.running), "queued": len(initial.queued),
+                     "hosts_out": len(initial.hosts),
+                     "host_changes": len(initial.host_changes)},
         "params": {
             "as_is": {"window": cluster.window, "max_min_runtime": cluster.max_min_runtime,
                       "hysteresis": cluster.hysteresis, "preempt_idle": cluster.preempt_idle},

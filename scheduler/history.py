@@ -285,6 +285,8 @@ def write_simulated(cluster, past: list[Past], origin: datetime, now: datetime, 
             last[name] = (moment, why)
         elif after == HostState.AVAILABLE and before == HostState.ESCALATED:
             failed_repairs[name] = 0
+            add(HostEvent.Kind.REPAIR_SUCCEEDED, "replaced a GPU board by hand", human=True,
+                by=operator)  # as fleet.services.repair writes it: the repair figure's count
             add(HostEvent.Kind.RETURNED, "replaced a GPU board by hand; back in service",
                 by=operator)
             last[name] = (moment, "back in service")

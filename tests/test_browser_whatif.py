@@ -20,6 +20,13 @@ pytestmark = pytest.mark.browser
 def pi_page(browser, live_server, tiny):
     page = browser.new_context().new_page()
     page.set_default_timeout(15_000)
+    # every console error and uncaught exception of the page fails the test at its end
+    page.errors = []
+    # (the browser's own favicon request aside: the site has none)
+    page.on("console", lambda m: m.type == "error"
+            and not m.location.get("url", "").endswith("/favicon.ico")
+            and page.errors.append(m.text))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.goto(f"{live_server.url}/login/?next=/reports/dashboards/")
     page.fill("#id_username", "pi")
     page.fill("#id_password", "x")
@@ -81,3 +88,11 @@ def test_a_manager_replays_a_changed_allocation_and_watches_it_run(
         "rows => rows.map(r => [...r.cells].map(c => c.textContent.trim()))")
     assert summary[0] == ["", "Actually", "Replayed as is", "What-if"]
     assert summary[1] == ["Median wait (min)", "45", "45", "45"]  # W1 0 and W2 90 min
+    # the parameters in the form's units, and what the replay assumes
+    parameters = page.locator("#what-if-parameters tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.textContent.trim()))")
+    assert parameters == [["Window (days)", "7", "7"], ["Maximum min_runtime (hours)", "8", "8"],
+                          ["Hysteresis", "0.1", "0.1"]]
+    assumptions = page.locator("#what-if-assumptions").inner_text()
+    assert "as it really was at the start" in assumptions
+    assert page.errors == []

@@ -54,7 +54,8 @@ def test_a_drained_host_empties_as_protection_expires_then_is_repaired(lab):
         "drain_requested", "drained", "repair_started", "repair_succeeded", "returned"
     ]
     summary = host_services.repair_summary(lab.cluster)
-    assert summary == {"repairs": 1, "needed_human": 0, "share": 0}
+    assert summary == {"repairs": 1, "needed_human": 0, "share": 0, "baseline_human": 1,
+                       "fewer_human": 1.0}
 
 
 def test_repeated_failed_repairs_escalate_to_a_human(lab, settings):
@@ -81,7 +82,8 @@ def test_repeated_failed_repairs_escalate_to_a_human(lab, settings):
     refresh(lab1)
     assert (lab1.state, lab1.failed_repairs) == ("AVAILABLE", 0)
     summary = host_services.repair_summary(lab.cluster)
-    assert summary == {"repairs": 1, "needed_human": 1, "share": 1.0}
+    assert summary == {"repairs": 1, "needed_human": 1, "share": 1.0, "baseline_human": 1,
+                       "fewer_human": 0.0}
     w = make_workload(lab, lab.a1, gpus=8, submitted=at(5001))
     tick(lab, 5002)
     assert refresh(w).state == "RUNNING"

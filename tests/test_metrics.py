@@ -91,6 +91,17 @@ def test_preemptions_requeues_repairs_and_ticks(fleet, api_for):
     assert value(found, "timeshare_tick_duration_seconds", cluster="h100") == 0.25
 
 
+def test_the_human_repair_share_is_the_hosts_pages_figure(fleet, api_for):
+    # 4 repairs that brought h100-1 back, 1 by a human: 1/4; an escalation is not a repair
+    for human in (True, False, False, False):
+        HostEvent.objects.create(host=fleet.h100_1, kind="repair_succeeded", needed_human=human)
+    HostEvent.objects.create(host=fleet.h100_1, kind="escalated", needed_human=True)
+    found = samples(api_for("operator").get(URL))
+    assert value(found, "timeshare_human_repair_share", cluster="h100") == 0.25
+    b200 = ("timeshare_human_repair_share", (("cluster", "b200"),))
+    assert b200 not in found  # no repair yet: no figure, rather than 0
+
+
 def test_scrape_query_count_does_not_grow_with_workloads(fleet, api_for,
                                                          django_assert_max_num_queries):
     from scheduler.models import Workload

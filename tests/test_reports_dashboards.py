@@ -97,7 +97,7 @@ def test_queue_and_fleet_figures(recent):
     waits = figure(fragment, "fig-waits")
     assert waits["data"][0]["x"] == ["debug (0)", "small (1)", "large (0)", "unallocated (0)"]
     assert waits["data"][0]["y"][1] == pytest.approx(60)  # minutes
-    assert "none ended" in fragment
+    assert "no repairs" in fragment
 
 
 def test_query_counts_do_not_grow_with_the_tree(recent):

@@ -113,7 +113,7 @@ def test_host_states_over_time_replay_the_host_events(history):
     assert states["DOWN"] == pytest.approx([0, 0, 0, 0, 0, 8 / 24, 0])
     assert states["REPAIRING"] == pytest.approx([0, 0, 0, 0, 0, 12 / 24, 0])
     assert sum(states["ESCALATED"]) == sum(states["DRAINING"]) == 0
-    assert fleet["totals"]["failed"] == 1 and fleet["human_share"] == 0
+    assert fleet["totals"]["failed"] == 1 and fleet["repairs"]["share"] == 0
 
     body = week_page(history)
     chart = {t["name"]: t["y"] for t in figure(body, "fig-host-states")["data"]}

@@ -36,6 +36,7 @@ from .model import (
 )
 from .placement import Floor, FloorPlan, place
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
+from .repairs import RepairFigure
 from .scheduling import EngineMemo, clock, next_event, schedule
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "Pass",
     "Placement",
     "Preempt",
+    "RepairFigure",
     "Rules",
     "Run",
     "Standing",

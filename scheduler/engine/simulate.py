@@ -51,12 +51,14 @@ from .model import (
     HostDrained,
     HostState,
     Params,
+    Placement,
     Preempt,
     Run,
     Start,
     Stop,
     Workload,
 )
+from .repairs import RepairFigure
 from .report import write_report
 from .scheduling import EngineMemo, next_event, schedule
 from .spreadsheet import csv_writer
@@ -90,7 +92,7 @@ HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times; _TICK (a pass at the live loop's cadence)
 # and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to
-_COMPLETE, _FAIL, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT = 0, 1, 2, 3, 4, 5, 6
+_COMPLETE, _FAIL, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT, _REAL_HOST = 0, 1, 2, 3, 4, 5, 6, 7
 CADENCES = ("crossings", "ticks")
 
 
@@ -278,6 +280,52 @@ class SimConfig:
     idle_policy: IdlePolicy | None = None
 
 
+# ------------------------------------------------------------------------------ initial state
+
+
+@dataclass(frozen=True, slots=True)
+class RunningAtStart:
+    """A run already on the cluster when the replay starts (times <= 0 are before the start).
+    ``job.duration`` is its work from ``started`` on, so it completes at ``started +
+    job.duration`` unless preempted; ``number`` is the workload's run number."""
+
+    job: TraceJob
+    started: float
+    slots: tuple[tuple[str, tuple[int, ...]], ...]
+    protected_until: float
+    signalled_at: float | None = None
+    number: int = 1
+
+
+# what really happened to a host during a replay (``InitialState.host_changes``)
+HOST_BACK, HOST_DRAIN, HOST_FAIL = "back", "drain", "fail"
+
+
+@dataclass
+class InitialState:
+    """The cluster as it was at time 0: a warm start instead of an empty cluster.
+
+    * ``running``: runs on the cluster, with their protection and signals (held GPUs);
+    * ``queued``: workloads waiting at time 0 (``submit_time`` <= 0 keeps their queue order);
+    * ``charged``: allocated GPU-time before time 0 as ``(leaf, gpus, start, end)`` segments
+      (``end`` <= 0), runs at start excluded (their charge runs from ``started``): the usage
+      window the first pass sees;
+    * ``capacity``: healthy GPUs before time 0 as ``(start, end, gpus)`` segments;
+    * ``hosts``: host name -> its state at time 0, for hosts not available;
+    * ``host_changes``: ``(time, host, change)`` that really happened after time 0: back in
+      service, a drain (health signal or operator), a failure (its runs lost). When given,
+      they replace the simulated failures and repairs: a drained host stays out until it
+      really came back.
+    """
+
+    running: list[RunningAtStart] = field(default_factory=list)
+    queued: list[TraceJob] = field(default_factory=list)
+    charged: list[tuple[str, int, float, float]] = field(default_factory=list)
+    capacity: list[tuple[float, float, float]] = field(default_factory=list)
+    hosts: dict[str, HostState] = field(default_factory=dict)
+    host_changes: list[tuple[float, str, str]] = field(default_factory=list)
+
+
 # --------------------------------------------------------------------------------- simulator
 
 
@@ -288,8 +336,10 @@ class Simulator:
         shares: dict[str, float],
         cluster: ClusterSpec,
         config: SimConfig | None = None,
+        initial: InitialState | None = None,
     ):
         self.config = config or SimConfig()
+        self.initial = initial or InitialState()
         self.params = self.config.params
         self.tree = BudgetTree.from_shares(shares)
         self.shares = shares
@@ -328,7 +378,8 @@ class Simulator:
         self.prot_heap: list[tuple[float, str, int]] = []
         self.unalloc_unsignalled = 0
         self.draining: set[str] = set()
-        self.repairs = 0
+        self.repairs = 0  # repairs that brought a host back (``RepairFigure``)
+        self.human_repairs = 0
         self.escalations = 0
         self.failures = Counter()
         self.refused = 0
@@ -576,6 +627,13 @@ class Simulator:
             self._host_state(host, HostState.DRAINING)  # the engine drains it
             return
         self.failures["hard"] += 1
+        self._crash(name, now)
+        self._push(now + self.config.repair_time, _REPAIR, name)
+
+    def _crash(self, name: str, now: float) -> None:
+        """A hard failure: the host's runs are lost (resumable ones requeued from their last
+        checkpoint, the others FAILED) and the host goes DOWN."""
+        host = self.host_by_name[name]
         victims = [wid for wid, run in self.running.items() if name in run.placement.hosts]
         for wid in sorted(victims):
             run, rec = self._end_run(wid, now, "host_failure")
@@ -592,15 +650,24 @@ class Simulator:
                 rec.state = "failed"
                 rec.end_time = now
         self._host_state(host, HostState.DOWN)
-        self._push(now + self.config.repair_time, _REPAIR, name)
+
+    def _real_host_change(self, name: str, change: str, now: float) -> None:
+        host = self.host_by_name[name]
+        if change == HOST_BACK:
+            self._host_state(host, HostState.AVAILABLE)
+        elif change == HOST_DRAIN and host.state == HostState.AVAILABLE:
+            self._host_state(host, HostState.DRAINING)  # the engine drains it
+        elif change == HOST_FAIL and host.state in HEALTHY:
+            self._crash(name, now)
 
     def _repair_done(self, name: str, now: float) -> None:
         host = self.host_by_name[name]
-        if host.state == HostState.ESCALATED:
+        if host.state == HostState.ESCALATED:  # the human's repair
+            self.repairs += 1
+            self.human_repairs += 1
             self._host_state(host, HostState.AVAILABLE)
             self._next_failure(name, now)
             return
-        self.repairs += 1
         n = self.attempts.get(name, 0)
         if self.rng.random() < self.config.repair_fail:
             n += 1
@@ -615,6 +682,7 @@ class Simulator:
                 self._push(now + self.config.repair_time, _REPAIR, name)
             return
         self.attempts[name] = 0
+        self.repairs += 1
         self._host_state(host, HostState.AVAILABLE)
         self._next_failure(name, now)
 
@@ -684,7 +752,8 @@ class Simulator:
                     host = self.host_by_name[d.host.name]
                     self._host_state(host, HostState.DRAINED)
                     self._host_state(host, HostState.REPAIRING)
-                    self._push(now + self.config.repair_time, _REPAIR, host.name)
+                    if not self.initial.host_changes:  # else back when it really came back
+                        self._push(now + self.config.repair_time, _REPAIR, host.name)
                 elif isinstance(d, Hold):
                     self.holds += 1
             for wid, why in result.waiting.items():
@@ -732,6 +801,70 @@ class Simulator:
         elif horizon < math.inf:
             self._push(now + horizon, _SEGMENT, num=self.plan)
 
+    # ---------------------------------------------------------------- warm start
+    def _warm_start(self) -> None:
+        """Put the cluster in ``self.initial``'s state at time 0: the usage and capacity
+        windows charged before it, host states, runs with their protection and signals (as
+        ``_start`` and ``_preempt`` leave them), and the queue."""
+        initial = self.initial
+        changes: list[tuple[float, str, float]] = []
+        for leaf, gpus, start, end in initial.charged:
+            changes += [(start, leaf, gpus), (end, leaf, -gpus)]
+        for r in initial.running:
+            if r.job.min_runtime > 0:
+                changes.append((r.started, r.job.budget, r.job.gpus))
+        for start, end, gpus in initial.capacity:
+            changes += [(start, "\0capacity", gpus), (end, "\0capacity", -gpus)]
+        for t, key, delta in sorted(changes, key=lambda c: c[0]):
+            self.ledger.set_rate(key, t, delta)
+        self.ledger.set_rate("\0capacity", 0.0,
+                             self.healthy_gpus - self.ledger.rate("\0capacity"))
+        for name, state in sorted(initial.hosts.items()):
+            self._host_state(self.host_by_name[name], state)
+        for number, (t, name, _) in enumerate(initial.host_changes):
+            self._push(max(0.0, t), _REAL_HOST, name, number)
+        for r in sorted(initial.running, key=lambda r: (r.started, r.job.job_id)):
+            self._resume(r)
+        for tj in sorted(initial.queued, key=lambda j: (j.submit_time, j.job_id)):
+            self._submit(tj, 0.0)
+        if self.pending or self.draining:
+            self._push(0.0, _WAKE)  # the first pass sees the queue as it was
+        if self.running:
+            self.series.append((0.0, self.alloc_busy, self.unalloc_busy, self.healthy_gpus))
+
+    def _resume(self, r: RunningAtStart) -> None:
+        tj = r.job
+        min_rt = min(tj.min_runtime, self.params.max_min_runtime)
+        w = Workload(tj.job_id, tj.budget, tj.gpus, min_rt, tj.resumable, tj.submit_time,
+                     tj.user, tj.duration)
+        rec = JobRecord(tj, w, state="running", first_start=r.started, remaining=tj.duration,
+                        runs=r.number)
+        self.jobs[w.id] = rec
+        placement = Placement(r.slots)
+        for host, idx in r.slots:
+            self.used[host].update(idx)
+            if self.host_by_name[host].state == HostState.AVAILABLE:
+                self.free_avail -= len(idx)
+        run = Run(w, r.started, placement, r.protected_until, r.signalled_at, r.number)
+        self.running[w.id] = run
+        rr = RunRecord(w.id, r.number, r.started, None, w.gpus, " ".join(placement.hosts),
+                       w.allocated, r.protected_until, signalled_at=r.signalled_at,
+                       slots=r.slots)
+        self.run_records.append(rr)
+        self.run_rec[w.id] = rr
+        if w.allocated:
+            self.alloc_busy += w.gpus  # charged from ``started`` in ``_warm_start``
+            heapq.heappush(self.prot_heap, (r.protected_until, w.id, r.number))
+        else:
+            self.unalloc_busy += w.gpus
+            if r.signalled_at is None:
+                self.unalloc_unsignalled += 1
+        if r.signalled_at is not None:
+            due = r.signalled_at + self.params.grace_for(w)
+            heapq.heappush(self.grace_heap, (due, w.id, r.number))
+            self._push(max(0.0, due), _WAKE)
+        self._push(max(0.0, r.started + tj.duration), _COMPLETE, w.id, r.number)
+
     # ---------------------------------------------------------------- main loop
     def run(self, progress: Callable[[float], None] | None = None,
             progress_step: float = 0.01) -> SimResult:
@@ -746,8 +879,11 @@ class Simulator:
         jobs = self.trace_jobs
         leaves = set(leaves_of(self.shares))
         leaves.update(j.budget for j in jobs if j.min_runtime > 0)
+        leaves.update(leaf for leaf, *_ in self.initial.charged)
+        leaves.update(r.job.budget for r in self.initial.running if r.job.min_runtime > 0)
+        leaves.update(j.budget for j in self.initial.queued if j.min_runtime > 0)
         self.leaves = sorted(leaves)
-        self.ledger.set_rate("\0capacity", 0.0, self.healthy_gpus)
+        self._warm_start()
         for h in self.hosts:
             self._next_failure(h.name, 0.0)
         i, n = 0, len(jobs)
@@ -784,6 +920,9 @@ class Simulator:
                     changed = True
                 elif kind == _SEGMENT and num == self.plan:
                     self._plan_ticks(t)
+                elif kind == _REAL_HOST:
+                    self._real_host_change(key, self.initial.host_changes[num][2], t)
+                    changed = True
             while i < n and jobs[i].submit_time <= t:
                 self._submit(jobs[i], t)
                 i += 1
@@ -1042,9 +1181,8 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
         "timeline": timeline,
         "window_bounds_s": bounds,
         "budgets": budgets,
-        "hosts": {"failures": dict(sim.failures), "repairs": sim.repairs,
-                  "escalated": sim.escalations,
-                  "escalated_share": sim.escalations / sim.repairs if sim.repairs else 0.0},
+        "hosts": {"failures": dict(sim.failures), "escalated": sim.escalations,
+                  **RepairFigure(sim.repairs, sim.human_repairs).as_dict()},
         "notes": notes,
     }
 

@@ -59,8 +59,12 @@ def format_summary(s: dict) -> str:
     )
     hs = s["hosts"]
     if hs["repairs"] or hs["failures"]:
-        out.append(f"host failures {hs['failures']}, repairs {hs['repairs']}, escalated to a "
-                   f"human {hs['escalated']} ({hs['escalated_share']:.1%})")
+        line = (f"host failures {hs['failures']}, repairs {hs['repairs']}, of them by a human "
+                f"{hs['needed_human']}")
+        if hs["repairs"]:
+            line += (f" ({hs['share']:.1%}; {hs['fewer_human']:.0%} fewer human repairs than "
+                     f"if every failure needed one)")
+        out.append(line)
     out.append("")
     out.append(f"{'budget':<24}{'share':>7}{'delivered':>12}{'entitled':>12}{'ratio':>7}"
                f"{'min/win':>9}{'max/win':>9}   (GPU-h; per-window ratios after the first)")
