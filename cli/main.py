@@ -199,7 +199,9 @@ def _indent(node) -> str:
 
 
 def cmd_usage(client: Client, args):
+    """Only the budgets whose usage the portal shows the caller, as its review report does."""
     tree = client.get("budgets/", cluster=args.cluster)
+    tree["nodes"] = [n for n in tree["nodes"] if n["usage_gpu_hours"] is not None]
     if not args.json:
         print(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window'])} h, "
               f"capacity {tree['capacity_gpu_hours']:.1f} GPU-h in the window")

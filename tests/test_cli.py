@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 from budgets.models import ChangeRequest
 from fleet.models import Host
@@ -171,9 +172,23 @@ def test_usage_is_like_sshare(timeshare):
                                 "ENTITLED_GPUH", "RATIO", "RANK"]
     proj_a1 = next(line for line in lines if line.strip().startswith("proj-a1"))
     assert proj_a1.split()[1:4] == ["50", "50.0", "35.0"]
-    tree = json.loads(ok(timeshare("pi", "usage", "--json")))
-    assert {n["path"] for n in tree["nodes"]} >= {"org", "org/prog-a/proj-a1/exp-1"}
     refused(timeshare("outsider", "usage"), "You have no role in this organisation.")
+
+
+def test_usage_shows_what_the_web_report_shows(timeshare, client_for):
+    tree = json.loads(ok(timeshare("researcher", "usage", "--json")))
+    report = client_for("researcher").get(reverse("reports:review", args=["h100"]))
+    assert {n["path"] for n in tree["nodes"]} == {row.node.path
+                                                 for row, *_ in report.context["lines"]}
+    assert {n["path"] for n in tree["nodes"]} == {"org/prog-a/proj-a1",
+                                                 "org/prog-a/proj-a1/exp-1"}
+
+
+def test_a_managers_usage_is_their_subtree(timeshare):
+    tree = json.loads(ok(timeshare("pi", "usage", "--json")))
+    assert {n["path"] for n in tree["nodes"]} == {
+        "org/prog-a", "org/prog-a/proj-a1", "org/prog-a/proj-a1/exp-1", "org/prog-a/proj-a2",
+    }
 
 
 def test_budgets_and_setting_shares(timeshare, shares_of, fleet):
