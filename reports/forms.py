@@ -91,7 +91,7 @@ class WhatIfForm(forms.Form):
                               label="Replay the last (days)")
     window_days = forms.FloatField(min_value=1 / 24, max_value=90, label="Window (days)")
     max_min_runtime_hours = forms.FloatField(min_value=0, max_value=168,
-                                             label="Maximum min_runtime (hours)")
+                                             label="Maximum minimum runtime (hours)")
     hysteresis = forms.FloatField(min_value=0, max_value=10)
 
     def __init__(self, *args, cluster, nodes, shares: dict[int, int], **kwargs):
