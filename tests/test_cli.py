@@ -141,6 +141,34 @@ def test_bad_usage_is_exit_2(timeshare, args, words):
     assert words in result.stderr
 
 
+def researchers_env(fleet, token_for, live_server, tmp_path):
+    return {**os.environ, "TIMESHARE_URL": live_server.url,
+            "TIMESHARE_TOKEN": token_for(fleet.org.users["researcher"]),
+            "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT)}
+
+
+def test_a_closed_pipe_ends_ls_quietly(timeshare, fleet, token_for, live_server, tmp_path):
+    """`timeshare ls | head -0`: a real pipe whose reader is gone before anything is written."""
+    env = researchers_env(fleet, token_for, live_server, tmp_path)
+    reader, writer = os.pipe()
+    os.close(reader)
+    with os.fdopen(writer, "wb") as closed_pipe:
+        result = subprocess.run([sys.executable, "-m", "cli", "ls"], env=env, cwd=tmp_path,
+                                stdout=closed_pipe, stderr=subprocess.PIPE, text=True,
+                                timeout=60)
+    assert result.stderr == ""
+    assert result.returncode == 141
+
+
+def test_ls_into_head_prints_its_first_lines(timeshare, fleet, token_for, live_server,
+                                            tmp_path):
+    env = researchers_env(fleet, token_for, live_server, tmp_path)
+    result = subprocess.run(f"'{sys.executable}' -m cli ls | head -1", shell=True, env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split()[:2] == ["ID", "NAME"]
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
 def test_the_config_file(timeshare):
     assert "wait" in ok(timeshare("lead", "ls", config_file=True))
 
