@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
+from budgets import services as budget_services
 from budgets.models import Allocation
 from fleet.models import Cluster
 from reports import (
@@ -145,6 +146,7 @@ def dashboards(request):
             "week": week,
             "figure": charts.pyramid_trend(trend["days"], trend),
             "figure_id": f"trend-{cluster.name}",
+            "unusable": budget_services.unusable_shares(cluster),
         })
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
 

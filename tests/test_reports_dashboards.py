@@ -105,7 +105,8 @@ def test_query_counts_do_not_grow_with_the_tree(recent):
     pages = {
         reverse("reports:review", args=["h100"]) + "?period=week&date=2025-03-05": 17,
         reverse("reports:review_csv", args=["h100"]) + "?period=week&date=2025-03-05": 15,
-        reverse("reports:dashboards"): 23,  # per cluster: one budget report and a trend
+        # per cluster: one budget report, a trend and the unusable shares check (3)
+        reverse("reports:dashboards"): 26,
         reverse("reports:cluster", args=["h100"]): 24,
         reverse("reports:cluster", args=["h100"]) + "?range=day": 24,
     }
