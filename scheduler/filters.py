@@ -34,6 +34,8 @@ class WorkloadFilterForm(forms.Form):
     budget = forms.ModelChoiceField(
         queryset=BudgetNode.objects.all(), to_field_name="path", required=False,
         empty_label="any budget", help_text="The budget and everything below it.",
+        error_messages={"invalid_choice": "No such budget, or not one whose workloads you "
+                                          "may see."},
     )
 
 
