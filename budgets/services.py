@@ -126,6 +126,38 @@ def tree_rows(cluster) -> list[TreeRow]:
     ]
 
 
+@dataclass(frozen=True)
+class UnusableShares:
+    """A budget's part of a cluster no workload can ever use: the budget holds shares there,
+    but none of its children does, and workloads are charged to leaves below it."""
+
+    node: BudgetNode
+    cluster_name: str
+    fraction: float
+
+    def __str__(self) -> str:
+        why = ("no budget holds shares there." if self.node.parent_id is None else
+               f"{self.node.path} holds shares there but none of its children does.")
+        return f"{100 * self.fraction:.0f}% of {self.cluster_name} cannot be used: {why}"
+
+
+def unusable_shares(cluster, rows: list[TreeRow] | None = None) -> list[UnusableShares]:
+    """Every budget with a part of the cluster whose children all have no shares on it
+    (the deepest such budget: its ancestors pass their part on to it)."""
+    rows = tree_rows(cluster) if rows is None else rows
+    has_children, children_with_shares = set(), set()
+    for row in rows:
+        has_children.add(row.node.parent_id)
+        if row.shares:
+            children_with_shares.add(row.node.parent_id)
+    return [
+        UnusableShares(row.node, cluster.name, row.fraction)
+        for row in rows
+        if row.fraction > 0 and row.node.pk in has_children
+        and row.node.pk not in children_with_shares
+    ]
+
+
 def validate_shares(value) -> int:
     try:
         shares = int(value)

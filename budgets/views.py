@@ -96,6 +96,7 @@ def tree(request, cluster=None):
         "clusters": Cluster.objects.all(),
         "rows": rows,
         "form": form,
+        "unusable": services.unusable_shares(cluster, rows) if cluster else [],
     }
     template = "budgets/_tree_body.html" if request.htmx else "budgets/tree.html"
     return render(request, template, context, status=status)

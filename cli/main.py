@@ -17,13 +17,15 @@ The portal and token come from TIMESHARE_URL / TIMESHARE_TOKEN or ~/.config/time
     token = ts_...
 
 Exit codes: 0 ok, 1 the API refused (its message on stderr), 2 bad usage or configuration,
-3 the portal cannot be reached. --json prints the API's JSON for scripts.
+3 the portal cannot be reached, 141 (as for any command SIGPIPE ends) its reader closed the
+pipe, as `timeshare ls | head` does: quietly. --json prints the API's JSON for scripts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from datetime import datetime
@@ -31,6 +33,7 @@ from datetime import datetime
 from cli.client import Client, Refused, Unreachable, UsageError, settings
 
 OK, REFUSED, USAGE, UNREACHABLE = 0, 1, 2, 3
+BROKEN_PIPE = 128 + 13  # the shell's status for a writer killed by SIGPIPE
 
 # --------------------------------------------------------------------------------------------
 # Formatting
@@ -200,7 +203,9 @@ def _indent(node) -> str:
 
 
 def cmd_usage(client: Client, args):
+    """Only the budgets whose usage the portal shows the caller, as its review report does."""
     tree = client.get("budgets/", cluster=args.cluster)
+    tree["nodes"] = [n for n in tree["nodes"] if n["usage_gpu_hours"] is not None]
     if not args.json:
         print(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window'])} h, "
               f"capacity {tree['capacity_gpu_hours']:.1f} GPU-h in the window")
@@ -475,6 +480,16 @@ def main(argv: list[str] | None = None) -> int:
         top.print_help(sys.stderr)
         return USAGE
     try:
+        return _run(args)
+    except BrokenPipeError:
+        # The reader left (`timeshare ls | head`): stop quietly, as ls does. Point stdout at
+        # /dev/null so that the interpreter's last flush finds no pipe to break either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
+
+
+def _run(args) -> int:
+    try:
         client = Client(*settings(url=args.url))
         result = args.func(client, args)
     except UsageError as error:
@@ -491,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if args.json and result is not None:
         print(json.dumps(result, indent=2))
+    sys.stdout.flush()  # a closed pipe breaks here, inside main, not at exit
     return OK
 
 

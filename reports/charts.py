@@ -11,6 +11,9 @@ each on the server and ships ~10 kB of template per chart; the tests check every
 """
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from reports.accounting import step_for
 
 COLORS = {
     "allocated": "#2563eb",
@@ -51,13 +54,45 @@ def _x(times: list) -> list:
     return [t.strftime("%Y-%m-%d %H:%M") if isinstance(t, datetime) else t for t in times]
 
 
+class Span(NamedTuple):
+    """A chart's time range; ``now`` inside it means its last bucket is still filling."""
+
+    start: datetime
+    end: datetime
+    now: datetime | None = None
+
+    def partial_from(self) -> datetime | None:
+        """Start of the bucket still in progress (chart buckets: accounting.step_for)."""
+        if self.now is None or not self.start <= self.now < self.end:
+            return None
+        step, _ = step_for(self.start, self.end)
+        return self.start + (self.now - self.start) // step * step
+
+
 def _span(span) -> dict:
     """The x-axis of a time series: the whole selected range ``(start, end)``, whatever the
     data (one sample, or none, must not shrink it to a few milliseconds)."""
     if not span:
         return {"type": "date"}
-    start, end = _x(list(span))
+    start, end = _x(list(span)[:2])
     return {"type": "date", "range": [start, end], "autorange": False}
+
+
+def _in_progress(span) -> dict:
+    """Layout marks for a bucket still filling: shaded and labelled "in progress, so far", so
+    that its low total reads as partial and not as a drop to zero (an outage)."""
+    partial = Span(*span).partial_from() if span and len(span) == 3 else None
+    if partial is None:
+        return {}
+    x0, x1 = _x([partial, span[1]])
+    return {
+        "shapes": [{"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1,
+                    "y0": 0, "y1": 1, "fillcolor": "#e5e7eb", "opacity": 0.5,
+                    "line": {"width": 0}, "layer": "below"}],
+        "annotations": [{"x": x0, "xref": "x", "y": 1, "yref": "paper", "xanchor": "left",
+                         "yanchor": "bottom", "showarrow": False, "text": "in progress, so far",
+                         "font": {"size": 10, "color": "#6b7280"}}],
+    }
 
 
 def _figure(layout: dict, traces: list[dict]) -> dict:
@@ -101,7 +136,7 @@ def occupancy(points: list[dict], span=None) -> dict:
         for key in ("allocated", "unallocated", "idle", "unavailable")
     ]
     return _figure(_layout("GPUs by state", yaxis={"title": {"text": "GPUs"}},
-                           xaxis=_span(span)), traces)
+                           xaxis=_span(span), **_in_progress(span)), traces)
 
 
 def budgets(times: list, nodes: list, series: dict, span=None) -> dict:
@@ -118,7 +153,7 @@ def budgets(times: list, nodes: list, series: dict, span=None) -> dict:
                        "name": f"{node.name} entitlement", "mode": "lines",
                        "line": {"color": color, "dash": "dot"}})
     return _figure(_layout("Delivered vs entitlement", yaxis={"title": {"text": "GPU-h"}},
-                           xaxis=_span(span)), traces)
+                           xaxis=_span(span), **_in_progress(span)), traces)
 
 
 def waits(classes: list[dict], title: str = "Queue wait by class (starts)",
@@ -145,8 +180,8 @@ def pending(times: list, by_budget: dict[str, list], title: str, span=None) -> d
          "line": {"color": PALETTE[index % len(PALETTE)]}}
         for index, (name, values) in enumerate(by_budget.items())
     ]
-    return _figure(_layout(title, yaxis={"title": {"text": "GPUs"}}, xaxis=_span(span)),
-                   traces)
+    return _figure(_layout(title, yaxis={"title": {"text": "GPUs"}}, xaxis=_span(span),
+                           **_in_progress(span)), traces)
 
 
 def preemptions(times: list, preempted: list, requeued: list, span=None) -> dict:
@@ -157,8 +192,8 @@ def preemptions(times: list, preempted: list, requeued: list, span=None) -> dict
         {"type": "bar", "x": x, "y": requeued, "name": "Requeues",
          "marker": {"color": "#93c5fd"}},
     ]
-    return _figure(_layout("Preemptions and requeues", barmode="group", xaxis=_span(span)),
-                   traces)
+    return _figure(_layout("Preemptions and requeues", barmode="group", xaxis=_span(span),
+                           **_in_progress(span)), traces)
 
 
 STATE_COLORS = {
@@ -181,7 +216,7 @@ def host_states(times: list, hosts_in: dict[str, list], span=None) -> dict:
         for state, values in hosts_in.items()
     ]
     return _figure(_layout("Host states", yaxis={"title": {"text": "hosts"}},
-                           xaxis=_span(span)), traces)
+                           xaxis=_span(span), **_in_progress(span)), traces)
 
 
 def host_events(times: list, events: dict[str, list], span=None) -> dict:
@@ -192,7 +227,7 @@ def host_events(times: list, events: dict[str, list], span=None) -> dict:
         for index, (kind, values) in enumerate(events.items())
     ]
     return _figure(_layout("Host failures, drains, repairs", barmode="stack",
-                           xaxis=_span(span)), traces)
+                           xaxis=_span(span), **_in_progress(span)), traces)
 
 
 def sparkline_points(values: list, width: float = 80.0, height: float = 20.0) -> list[str]:

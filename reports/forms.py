@@ -63,7 +63,8 @@ class PeriodForm(CustomDatesMixin, forms.Form):
 
 
 class RangeForm(CustomDatesMixin, forms.Form):
-    """The dashboards' range: the last day, week or 30 days up to now, or custom dates."""
+    """The dashboards' range: the last 24 hours (hourly, the current hour in progress), the
+    last 7 or 30 complete days, or custom dates."""
 
     range = forms.ChoiceField(choices=RANGES, required=False)
     start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
@@ -78,8 +79,8 @@ class RangeForm(CustomDatesMixin, forms.Form):
         if choice == "day":  # hourly buckets, up to the current hour
             end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
             return end - timedelta(days=1), end, choice
-        # daily buckets, today included
-        end = midnight(timezone.localdate(now) + timedelta(days=1))
+        # daily buckets: the last 7 (30) complete days, up to this midnight
+        end = midnight(timezone.localdate(now))
         return end - timedelta(days=7 if choice == "week" else 30), end, choice
 
 
@@ -91,7 +92,7 @@ class WhatIfForm(forms.Form):
                               label="Replay the last (days)")
     window_days = forms.FloatField(min_value=1 / 24, max_value=90, label="Window (days)")
     max_min_runtime_hours = forms.FloatField(min_value=0, max_value=168,
-                                             label="Maximum min_runtime (hours)")
+                                             label="Maximum minimum runtime (hours)")
     hysteresis = forms.FloatField(min_value=0, max_value=10)
     preempt_idle = forms.BooleanField(required=False, label="Preempt idle allocated runs")
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from budgets import services as budget_services
 from budgets.models import Allocation
 from fleet.models import Cluster
 from reports import (
@@ -191,6 +192,7 @@ def dashboards(request):
             "week": week,
             "figure": charts.pyramid_trend(trend["days"], trend),
             "figure_id": f"trend-{cluster.name}",
+            "unusable": budget_services.unusable_shares(cluster),
         })
     return render(request, "reports/dashboards.html", {"cards": cards, "now": now})
 
@@ -271,7 +273,7 @@ def _budget_card(request, cluster, tree, start, end, now, history):
         "budget_nodes": rows,
         "crumbs": crumbs,
         "budget_figure": charts.budgets(series["times"], shown, series["series"],
-                                        span=(start, end)),
+                                        span=charts.Span(start, end, now)),
         "window_days": cluster.window / 86400,
     }
 
@@ -301,9 +303,10 @@ def cluster_dashboard(request, cluster):
         return render(request, "reports/_budget_card.html", context)
     queue = queue_statistics.queue_figures(cluster, tree, start, end, now=now, history=history)
     fleet = fleet_statistics.fleet_figures(cluster, start, end, now=now)
+    span = charts.Span(start, end, now)
     context.update({
         "occupancy_figure": charts.occupancy(
-            pyramid.occupancy_series(cluster, start, end, history.kind), span=(start, end)
+            pyramid.occupancy_series(cluster, start, end, history.kind), span=span
         ),
         "queue": queue,
         "ratio_bands": queue_statistics.RATIO_BANDS,
@@ -314,15 +317,15 @@ def cluster_dashboard(request, cluster):
         "pending_figure": charts.pending(
             queue["times"], queue["pending"],
             f"Pending GPUs by budget (allocated work, top {queue_statistics.PENDING_TOP})",
-            span=(start, end),
+            span=span,
         ),
         "preemptions_figure": charts.preemptions(
-            queue["times"], queue["preemptions"], queue["requeues"], span=(start, end)
+            queue["times"], queue["preemptions"], queue["requeues"], span=span
         ),
         "fleet": fleet,
         "host_states_figure": charts.host_states(fleet["times"], fleet["over_time"],
-                                                 span=(start, end)),
-        "fleet_figure": charts.host_events(fleet["times"], fleet["events"], span=(start, end)),
+                                                 span=span),
+        "fleet_figure": charts.host_events(fleet["times"], fleet["events"], span=span),
     })
     template = "reports/_cluster_charts.html" if request.htmx else "reports/cluster.html"
     return render(request, template, context)

@@ -9,6 +9,7 @@ the filters only narrow it. Invalid filter values give no rows and `errors` says
 from django import forms
 
 from budgets.models import BudgetNode
+from budgets.permissions import roles
 from fleet.models import Cluster
 from scheduler.models import Workload
 from scheduler.permissions import restrict_workloads, within_my_budgets
@@ -33,7 +34,18 @@ class WorkloadFilterForm(forms.Form):
     budget = forms.ModelChoiceField(
         queryset=BudgetNode.objects.all(), to_field_name="path", required=False,
         empty_label="any budget", help_text="The budget and everything below it.",
+        error_messages={"invalid_choice": "No such budget, or not one whose workloads you "
+                                          "may see."},
     )
+
+
+def filterable_budgets(user):
+    """The budgets a user may filter workloads by: those whose workloads they may see (all
+    for operators; else the subtrees they manage and the budgets they belong to)."""
+    who = roles(user)
+    if who.superuser or who.operator:
+        return BudgetNode.objects.all()
+    return BudgetNode.objects.restrict(user, "history")
 
 
 class WorkloadFilterSet:
@@ -43,6 +55,7 @@ class WorkloadFilterSet:
         self.user = user
         self.queryset = queryset
         self.form = self.form_class(data or {})
+        self.form.fields["budget"].queryset = filterable_budgets(user)
         self.form.fields["budget"].label_from_instance = lambda node: node.path
 
     @property

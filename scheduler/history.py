@@ -24,6 +24,7 @@ from fleet.models import CapacityRollup, Host, HostEvent
 from scheduler.engine import HostState
 from scheduler.engine.simulate import SimConfig, Simulator
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
+from scheduler.engine.wording import quantity
 from scheduler.engine_views import engine_params
 from scheduler.loop import split_hours
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload, gpu_ranges
@@ -153,8 +154,8 @@ def write_simulated(cluster, past: list[Past], origin: datetime, now: datetime, 
     runs, slots, events = [], [], []
     for job_id, w in workloads.items():
         events.append(Event(workload=w, at=w.submitted, kind=Event.Kind.SUBMITTED,
-                            reason=f"{w.gpus} GPU(s), charged to {w.budget.path}"
-                            if w.min_runtime else f"{w.gpus} GPU(s), unallocated"))
+                            reason=f"{quantity(w.gpus, 'GPU')}, charged to {w.budget.path}"
+                            if w.min_runtime else f"{quantity(w.gpus, 'GPU')}, unallocated"))
         rec_runs = runs_of[job_id]
         for position, rr in enumerate(rec_runs):
             live = rr.end_reason == "still_running"

@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from budgets.paths import PATH_SEPARATOR
 from budgets.permissions import has_role, roles
+from scheduler.models import Workload
 
 
 def restrict_workloads(queryset, user):
@@ -21,6 +22,13 @@ def restrict_workloads(queryset, user):
     if not user.is_authenticated:
         return queryset.none()
     return queryset.filter(Q(owner=user) | _my_budgets(who))
+
+
+def visible_workload_ids(user, workload_ids) -> set[int]:
+    """Which of these workloads the user may see (one query): pages that show other
+    people's work, such as the hosts pages, name only these."""
+    return set(restrict_workloads(Workload.objects.filter(pk__in=workload_ids), user)
+               .values_list("pk", flat=True))
 
 
 def within_my_budgets(queryset, user):

@@ -31,6 +31,7 @@ from fleet.models import Cluster, Host
 from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Workload as EngineWorkload
+from scheduler.engine.wording import quantity
 from scheduler.engine_views import budget_tree, engine_hosts, engine_params
 from scheduler.loop import charge_usage
 from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, RunGPU, Workload
@@ -171,7 +172,7 @@ def submit(
 
 
 def _contract_words(w: Workload) -> str:
-    gpus = f"{w.gpus} GPU{'s' if w.gpus != 1 else ''} on {w.cluster.name}"
+    gpus = f"{quantity(w.gpus, 'GPU')} on {w.cluster.name}"
     if w.min_runtime <= 0:
         return f"{gpus}, unallocated: free, preemptible at any moment"
     again = "requeued if preempted" if w.resumable else "ends as PREEMPTED if preempted"

@@ -22,7 +22,12 @@ from scheduler.engine.spreadsheet import csv_writer
 from scheduler.filters import WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
 from scheduler.models import Event, RunGPU, UtilizationRollup, Workload, gpu_ranges
-from scheduler.permissions import can_cancel, can_view_fleet, restrict_workloads
+from scheduler.permissions import (
+    can_cancel,
+    can_view_fleet,
+    restrict_workloads,
+    visible_workload_ids,
+)
 from scheduler.status import tick_outage
 from scheduler.templatetags.scheduler_extras import span
 
@@ -281,7 +286,7 @@ def cluster_hosts(request, cluster=None):
     clusters = Cluster.objects.with_gpu_count().order_by("name")  # GROUP BY drops Meta.ordering
     cluster = get_object_or_404(clusters, name=cluster) if cluster else clusters.first()
     hosts = list(cluster.hosts.all()) if cluster else []
-    holders = _holders(RunGPU.objects.filter(host__cluster=cluster, held=True))
+    holders = _holders(RunGPU.objects.filter(host__cluster=cluster, held=True), request.user)
     for host in hosts:
         host.holders = holders.get(host.pk, [])
         host.busy = sum(len(h.indices) for h in host.holders)
@@ -298,11 +303,14 @@ def cluster_hosts(request, cluster=None):
 
 
 class Holder:
+    """A run holding GPUs of a host. ``visible``: whether the viewer may see its workload;
+    when not, the page names neither the workload nor its owner nor its budget."""
+
     def __init__(self, run):
-        self.run, self.workload, self.indices = run, run.workload, []
+        self.run, self.workload, self.indices, self.visible = run, run.workload, [], False
 
 
-def _holders(gpus):
+def _holders(gpus, user):
     """{host pk: [Holder(run, workload, GPU indices)]} for GPUs held right now."""
     gpus = gpus.select_related("run__workload__budget", "run__workload__owner").order_by(
         "host", "index"
@@ -311,13 +319,17 @@ def _holders(gpus):
     for gpu in gpus:
         holder = by_host[gpu.host_id].setdefault(gpu.run_id, Holder(gpu.run))
         holder.indices.append(gpu.index)
+    holders = [h for runs in by_host.values() for h in runs.values()]
+    visible = visible_workload_ids(user, {h.workload.pk for h in holders})
+    for holder in holders:
+        holder.visible = holder.workload.pk in visible
     return {host: list(runs.values()) for host, runs in by_host.items()}
 
 
 def _host_page(request, host, drain_form=None, status=200):
     context = {
         "host": host,
-        "holders": _holders(host.assigned_gpus.filter(held=True)).get(host.pk, []),
+        "holders": _holders(host.assigned_gpus.filter(held=True), request.user).get(host.pk, []),
         "history": host.events.select_related("by")[:200],
         "can_operate": can_operate(request.user),
         "drain_form": drain_form or DrainForm(),

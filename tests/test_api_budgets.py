@@ -72,7 +72,7 @@ def response_meta(response):
 
 
 def test_usage_ratio_and_rank(used, api_for):
-    tree = rows(api_for("researcher").get(TREE, {"cluster": "h100"}))
+    tree = rows(api_for("ceo").get(TREE, {"cluster": "h100"}))
     assert tree["org/prog-a/proj-a1/exp-1"]["usage_gpu_hours"] == pytest.approx(2)
     assert tree["org/prog-a"]["usage_gpu_hours"] == pytest.approx(2)
     assert tree["org/prog-b"]["usage_gpu_hours"] == 0
@@ -85,6 +85,14 @@ def test_usage_ratio_and_rank(used, api_for):
     assert (tree["org/prog-b"]["rank"], tree["org/prog-a"]["rank"]) == (1, 2)
     assert tree["org/prog-a"]["siblings"] == 2
     assert (tree["org/prog-a/proj-a2"]["rank"], tree["org/prog-a/proj-a1"]["rank"]) == (1, 2)
+
+
+def test_a_researcher_reads_usage_only_of_her_budgets(used, api_for):
+    tree = rows(api_for("researcher").get(TREE, {"cluster": "h100"}))
+    with_usage = {path for path, node in tree.items() if node["usage_gpu_hours"] is not None}
+    assert with_usage == {"org/prog-a/proj-a1"}  # the one budget she belongs to
+    assert (tree["org/prog-b"]["ratio"], tree["org/prog-b"]["rank"]) == (None, None)
+    assert tree["org/prog-b"]["shares"] == 30  # shares stay public
 
 
 def test_a_node_without_shares_has_no_ratio(org, api_for):

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from django.urls import reverse
 
 from budgets.models import ChangeRequest
 from fleet.models import Host
@@ -142,6 +143,34 @@ def test_bad_usage_is_exit_2(timeshare, args, words):
     assert words in result.stderr
 
 
+def researchers_env(fleet, token_for, live_server, tmp_path):
+    return {**os.environ, "TIMESHARE_URL": live_server.url,
+            "TIMESHARE_TOKEN": token_for(fleet.org.users["researcher"]),
+            "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT)}
+
+
+def test_a_closed_pipe_ends_ls_quietly(timeshare, fleet, token_for, live_server, tmp_path):
+    """`timeshare ls | head -0`: a real pipe whose reader is gone before anything is written."""
+    env = researchers_env(fleet, token_for, live_server, tmp_path)
+    reader, writer = os.pipe()
+    os.close(reader)
+    with os.fdopen(writer, "wb") as closed_pipe:
+        result = subprocess.run([sys.executable, "-m", "cli", "ls"], env=env, cwd=tmp_path,
+                                stdout=closed_pipe, stderr=subprocess.PIPE, text=True,
+                                timeout=60)
+    assert result.stderr == ""
+    assert result.returncode == 141
+
+
+def test_ls_into_head_prints_its_first_lines(timeshare, fleet, token_for, live_server,
+                                            tmp_path):
+    env = researchers_env(fleet, token_for, live_server, tmp_path)
+    result = subprocess.run(f"'{sys.executable}' -m cli ls | head -1", shell=True, env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split()[:2] == ["ID", "NAME"]
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
 def test_the_config_file(timeshare):
     assert "wait" in ok(timeshare("lead", "ls", config_file=True))
 
@@ -173,9 +202,23 @@ def test_usage_is_like_sshare(timeshare):
                                 "ENTITLED_GPUH", "RATIO", "RANK"]
     proj_a1 = next(line for line in lines if line.strip().startswith("proj-a1"))
     assert proj_a1.split()[1:4] == ["50", "50.0", "35.0"]
-    tree = json.loads(ok(timeshare("pi", "usage", "--json")))
-    assert {n["path"] for n in tree["nodes"]} >= {"org", "org/prog-a/proj-a1/exp-1"}
     refused(timeshare("outsider", "usage"), "You have no role in this organisation.")
+
+
+def test_usage_shows_what_the_web_report_shows(timeshare, client_for):
+    tree = json.loads(ok(timeshare("researcher", "usage", "--json")))
+    report = client_for("researcher").get(reverse("reports:review", args=["h100"]))
+    assert {n["path"] for n in tree["nodes"]} == {row.node.path
+                                                 for row, *_ in report.context["lines"]}
+    assert {n["path"] for n in tree["nodes"]} == {"org/prog-a/proj-a1",
+                                                 "org/prog-a/proj-a1/exp-1"}
+
+
+def test_a_managers_usage_is_their_subtree(timeshare):
+    tree = json.loads(ok(timeshare("pi", "usage", "--json")))
+    assert {n["path"] for n in tree["nodes"]} == {
+        "org/prog-a", "org/prog-a/proj-a1", "org/prog-a/proj-a1/exp-1", "org/prog-a/proj-a2",
+    }
 
 
 def test_budgets_and_setting_shares(timeshare, shares_of, fleet):

@@ -32,3 +32,12 @@ def test_the_navigation_shows_what_the_persona_may_open(org, client_for, persona
     assert list(found) == links
     for name, href in found.items():
         assert client.get(href, follow=True).status_code == 200, name
+
+
+@pytest.mark.parametrize("persona", ["ceo", "researcher", "operator", "outsider"])
+def test_the_user_menu_links_to_the_api_tokens_page(org, client_for, persona):
+    client = client_for(persona)
+    html = client.get(reverse("home")).content.decode()
+    menu = re.search(r'<form class="logout".*?</form>', html, re.S).group(0)
+    (href,) = re.findall(r'<a href="([^"]+)">API tokens</a>', menu)
+    assert client.get(href).status_code == 200

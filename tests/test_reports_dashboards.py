@@ -70,7 +70,7 @@ def test_range_selector_answers_a_fragment(recent):
     assert occupancy["data"][3]["y"] == [5] * 24
     week = figure(client.get(url, {"range": "week"}, HTTP_HX_REQUEST="true").content.decode(),
                   "fig-occupancy")
-    assert len(week["data"][0]["y"]) in (7, 8)  # daily buckets, today included
+    assert len(week["data"][0]["y"]) == 7  # daily buckets: the last 7 complete days
 
 
 def test_budget_drill_down(recent):
@@ -80,13 +80,14 @@ def test_budget_drill_down(recent):
     names = {t["name"] for t in figure(top, "fig-budgets")["data"]}
     assert names == {"Prog A delivered", "Prog A entitlement", "Prog B delivered",
                      "Prog B entitlement"}
-    card = client.get(url, {"range": "week", "node": recent.prog_a.pk}, HTTP_HX_REQUEST="true",
+    # the usage was 3 h ago: in the last day (the week holds complete days only)
+    card = client.get(url, {"range": "day", "node": recent.prog_a.pk}, HTTP_HX_REQUEST="true",
                       HTTP_HX_TARGET="budget-card").content.decode()
     assert "fig-occupancy" not in card
     series = {t["name"]: t["y"] for t in figure(card, "fig-budgets")["data"]}
     assert sum(series["Proj A1 delivered"]) == pytest.approx(6)
     assert sum(series["Proj A2 delivered"]) == 0
-    # entitlement: 52.5% of the healthy GPU-h of the week so far
+    # entitlement: 52.5% of the healthy GPU-h of the day so far
     assert sum(series["Proj A1 entitlement"]) > sum(series["Proj A2 entitlement"])
 
 
@@ -107,11 +108,12 @@ def test_query_counts_do_not_grow_with_the_tree(recent):
         # ... and two for the users who charged the budgets
         reverse("reports:review", args=["h100"]) + "?period=week&date=2025-03-05": 19,
         reverse("reports:review_csv", args=["h100"]) + "?period=week&date=2025-03-05": 15,
-        # per cluster: one budget report, the last hours' utilization and a trend
-        reverse("reports:dashboards"): 26,
-        # the budget card's utilization: one query
-        reverse("reports:cluster", args=["h100"]): 25,
-        reverse("reports:cluster", args=["h100"]) + "?range=day": 25,
+        # per cluster: one budget report, the last hours' utilization, a trend and the unusable
+        # shares check (3)
+        reverse("reports:dashboards"): 29,
+        # the budget card's utilization and the repair figure: one query each
+        reverse("reports:cluster", args=["h100"]): 26,
+        reverse("reports:cluster", args=["h100"]) + "?range=day": 26,
     }
 
     def counts():

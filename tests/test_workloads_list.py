@@ -201,3 +201,24 @@ def test_running_rows_say_where_they_run_and_whether_protected(fleet, client_for
     assert "unallocated: free, preemptible" in client_for("ceo").get(LIST).content.decode()
     Run.objects.filter(pk=fleet.run.pk).update(signalled_at=timezone.now())
     assert "checkpointing" in client_for("ceo").get(LIST).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("persona", "budgets"),
+    [
+        ("researcher", {"org/prog-a/proj-a1", "org/prog-a/proj-a1/exp-1"}),
+        ("lead", {"org/prog-a/proj-a1", "org/prog-a/proj-a1/exp-1", "org/prog-a/proj-a2"}),
+        ("bob", {"org/prog-b/proj-b1"}),
+        ("outsider", set()),
+    ],
+)
+def test_the_budget_filter_lists_only_budgets_the_viewer_may_see(fleet, client_for, persona,
+                                                                   budgets):
+    form = client_for(persona).get(reverse("scheduler:workloads")).context["filterset"].form
+    assert {node.path for node in form.fields["budget"].queryset} == budgets
+
+
+@pytest.mark.parametrize("persona", ["ceo", "operator"])
+def test_those_who_see_every_workload_filter_by_every_budget(fleet, client_for, persona):
+    form = client_for(persona).get(reverse("scheduler:workloads")).context["filterset"].form
+    assert form.fields["budget"].queryset.count() == 7

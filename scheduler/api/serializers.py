@@ -10,6 +10,7 @@ from rest_framework import serializers
 from budgets.models import BudgetNode
 from fleet.models import Cluster, Host, HostEvent
 from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, Workload
+from scheduler.permissions import visible_workload_ids
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -159,10 +160,12 @@ class HostSerializer(serializers.ModelSerializer):
 
 
 class HolderSerializer(serializers.Serializer):
-    workload = serializers.IntegerField()
-    name = serializers.CharField()
-    owner = serializers.CharField()
-    budget = serializers.CharField()
+    workload = serializers.IntegerField(
+        allow_null=True, help_text="Null, like name, owner and budget, for a workload of "
+        "another budget: one the caller may not see.")
+    name = serializers.CharField(allow_null=True)
+    owner = serializers.CharField(allow_null=True)
+    budget = serializers.CharField(allow_null=True)
     allocated = serializers.BooleanField()
     gpus = serializers.ListField(child=serializers.IntegerField(), help_text="GPU indices")
 
@@ -193,11 +196,16 @@ class HostDetailSerializer(HostSerializer):
         gpus = host.assigned_gpus.filter(held=True).select_related(
             "run__workload__budget", "run__workload__owner"
         ).order_by("index")
+        gpus = list(gpus)
+        visible = visible_workload_ids(self.context["request"].user,
+                                       {gpu.run.workload_id for gpu in gpus})
+        hidden = {"workload": None, "name": None, "owner": None, "budget": None}
         for gpu in gpus:
             w = gpu.run.workload
+            shown = {"workload": w.pk, "name": w.name, "owner": w.owner.username,
+                     "budget": w.budget.path} if w.pk in visible else hidden
             holder = by_run.setdefault(gpu.run_id, {
-                "workload": w.pk, "name": w.name, "owner": w.owner.username,
-                "budget": w.budget.path, "allocated": gpu.run.allocated, "gpus": [],
+                **shown, "allocated": gpu.run.allocated, "gpus": [],
             })
             holder["gpus"].append(gpu.index)
         return list(by_run.values())
@@ -231,7 +239,9 @@ class TreeNodeSerializer(serializers.Serializer):
     percent_of_cluster = serializers.FloatField()
     gpu_hours_per_week = serializers.FloatField()
     usage_gpu_hours = serializers.FloatField(
-        help_text="Allocated GPU-hours charged to the subtree over the cluster's window."
+        allow_null=True,
+        help_text="Allocated GPU-hours charged to the subtree over the cluster's window; "
+        "null (like ratio and rank) for budgets whose figures the caller may not see.",
     )
     entitlement_gpu_hours = serializers.FloatField(
         help_text="Fraction of the cluster x its healthy capacity over the window."

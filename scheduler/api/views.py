@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from budgets import services as budget_services
 from budgets.api.permissions import HasRole
+from budgets.models import BudgetNode
 from budgets.permissions import can_edit_shares, can_request_change
 from common.api.base import RejectNulMixin
 from common.api.permissions import permission_for
@@ -199,7 +200,8 @@ class HostViewSet(RejectNulMixin, viewsets.ReadOnlyModelViewSet):
         form.is_valid(raise_exception=True)
         host = self.get_object()
         act(request.user, host, form.validated_data.get("reason", ""))
-        return Response(s.HostDetailSerializer(self.get_queryset().get(pk=host.pk)).data)
+        return Response(s.HostDetailSerializer(self.get_queryset().get(pk=host.pk),
+                                            context={"request": request}).data)
 
     @extend_schema(
         summary="Drain a host (operators): no new work; its runs leave by the contract",
@@ -236,15 +238,21 @@ HOUR = 3600.0
 
 
 def tree(user, cluster, now=None) -> dict:
-    """The tree page's rows (budgets.services.tree_rows) with the scheduler's standing."""
+    """The tree page's rows (budgets.services.tree_rows) with the scheduler's standing.
+
+    Shares are public inside the organisation; usage is not: usage, ratio and rank are
+    given only for the budgets whose figures the web report shows the user (the nodes they
+    may read the history of), and are null elsewhere."""
     now = now or timezone.now()
     standing = current_standing(cluster, now)
     ranks = sibling_ranks(standing)
+    figures_of = set(BudgetNode.objects.restrict(user, "history").values_list("path", flat=True))
     nodes = []
     for row in budget_services.tree_rows(cluster):
         node = row.node
-        rank, siblings = ranks.get(node.path, (None, None))
-        ratio = standing.ratio(node.path)
+        shown = node.path in figures_of
+        rank, siblings = ranks.get(node.path, (None, None)) if shown else (None, None)
+        ratio = standing.ratio(node.path) if shown else None
         nodes.append({
             "id": node.pk,
             "path": node.path,
@@ -258,10 +266,10 @@ def tree(user, cluster, now=None) -> dict:
             "percent_of_parent": row.percent_of_parent,
             "percent_of_cluster": row.percent_of_cluster,
             "gpu_hours_per_week": row.gpu_hours_per_week,
-            "usage_gpu_hours": standing.usage.get(node.path, 0.0) / HOUR,
+            "usage_gpu_hours": standing.usage.get(node.path, 0.0) / HOUR if shown else None,
             "entitlement_gpu_hours": row.fraction * standing.capacity / HOUR,
-            "ratio": finite(ratio),
-            "ratio_label": percent(ratio),
+            "ratio": finite(ratio) if shown else None,
+            "ratio_label": percent(ratio) if shown else "",
             "rank": rank,
             "siblings": siblings,
             "can_set_shares": can_edit_shares(user, node),

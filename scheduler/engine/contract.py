@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .model import BudgetTree, Host, Params, Run, Workload
+from .wording import quantity
 
 
 class ContractError(ValueError):
@@ -56,7 +57,8 @@ def validate(workload: Workload, hosts: Iterable[Host], tree: BudgetTree, params
     if not placeable(workload.gpus, hosts):
         total = sum(h.gpus for h in hosts)
         raise ContractError(
-            f"{workload.gpus} GPUs can never be placed: the cluster has {total} GPUs"
+            f"{quantity(workload.gpus, 'GPU')} can never be placed: the cluster has "
+            f"{quantity(total, 'GPU')}"
         )
     if not 0 <= workload.min_runtime <= params.max_min_runtime:
         raise ContractError(

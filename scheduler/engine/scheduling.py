@@ -45,6 +45,7 @@ from .model import (
 )
 from .placement import Floor, FloorPlan, choose_hosts, place
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
+from .wording import quantity
 
 RESERVATIONS = 1  # how many blocked workloads may hold hosts in one pass (as Slurm's backfill)
 
@@ -334,7 +335,7 @@ class _Walk:
         hosts = claim.hosts
         until = self._released_by(hosts)
         why = (
-            f"waiting for {claim.total} GPUs on {' '.join(hosts)} claimed for it since "
+            f"waiting for {quantity(claim.total, 'GPU')} on {' '.join(hosts)} claimed for it since "
             f"{clock(claim.since)}: preempted runs release them by {clock(until)}"
         )
         self._wait(w, Wait(why, "claim", hosts, until))
@@ -462,7 +463,7 @@ class _Walk:
             surplus = before + sum(r.gpus for r in victims.runs) - w.gpus
             if surplus > 0:
                 whole = "whole-host placement" if w.gpus > floor.largest else "runs end whole"
-                why += f"; {whole}: frees {surplus} GPU(s) more than it needs"
+                why += f"; {whole}: frees {quantity(surplus, 'GPU')} more than it needs"
         else:
             why = f"waiting for GPUs on {where} being released by preempted runs"
         self._wait(w, Wait(why, "claim", tuple(victims.hosts), self._released_by(victims.hosts)))
@@ -563,7 +564,8 @@ class _Walk:
 
     def _shape(self, w: Workload) -> str:
         g = w.gpus
-        return f"needs {g} GPUs" if g <= self.floor.largest else f"needs {g} GPUs on whole hosts"
+        needs = f"needs {quantity(g, 'GPU')}"
+        return needs if g <= self.floor.largest else f"{needs} on whole hosts"
 
     def _format_why(self, w: Workload, free: int) -> Wait:
         shape = self._shape(w)

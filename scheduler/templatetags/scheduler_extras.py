@@ -1,8 +1,15 @@
 from django import template
 
+from scheduler.engine.wording import quantity
 from scheduler.forms import format_duration
 
 register = template.Library()
+
+
+@register.filter
+def count(number, noun):
+    """``{{ cluster.gpu_count|count:"GPU" }}``: "1 GPU", "8 GPUs" (scheduler.engine.wording)."""
+    return quantity(number, noun)
 
 
 @register.filter

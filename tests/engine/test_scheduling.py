@@ -75,7 +75,7 @@ def test_no_start_on_hosts_that_are_not_available():
     host_list[1].state = HostState.DRAINING
     result = one_pass(state(NOW, host_list, [], [job("j")]), TWO)
     assert started(result) == {}
-    assert "needs 1 GPUs, 0 free" in result.waiting["j"]
+    assert "needs 1 GPU, 0 free" in result.waiting["j"]
 
 
 def test_every_pending_workload_that_does_not_start_has_a_reason():
