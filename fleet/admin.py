@@ -6,12 +6,13 @@ from fleet.models import Cluster, Host
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "gpu_type", "backend", "max_min_runtime", "window", "grace",
-                    "backend_error"]
+                    "unallocated_grace", "pass_interval", "backend_error"]
     list_filter = ["backend"]
     readonly_fields = ["backend_error", "backend_error_at"]
     fieldsets = [
         (None, {"fields": ["name", "gpu_type", "description", "created"]}),
-        ("Scheduling contract", {"fields": ["max_min_runtime", "window", "hysteresis", "grace"]}),
+        ("Scheduling contract", {"fields": ["max_min_runtime", "window", "hysteresis", "grace",
+                                            "unallocated_grace", "pass_interval"]}),
         ("Fleet backend", {
             "fields": ["backend", "backend_config", "backend_error", "backend_error_at"],
             "description": (

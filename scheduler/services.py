@@ -25,7 +25,7 @@ from fleet.models import Cluster, Host
 from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Workload as EngineWorkload
-from scheduler.engine_views import budget_tree, engine_hosts, engine_params
+from scheduler.engine_views import budget_tree, engine_hosts, engine_params, engine_workload
 from scheduler.loop import charge_usage
 from scheduler.models import Event, Run, RunGPU, Workload
 from scheduler.tasks import request_tick
@@ -199,6 +199,25 @@ def cancel(user, workload: Workload) -> Workload:
     return workload
 
 
+def _grace_for(workload: Workload) -> float:
+    """The grace period a preempted run of ``workload`` gets (shorter for unallocated work)."""
+    return engine_params(workload.cluster).grace_for(
+        engine_workload(workload, workload.budget.path)
+    )
+
+
+def claimed_for(workload: Workload) -> str:
+    """The GPUs a preemption set aside for a pending ``workload``, in one phrase, or ""."""
+    claims = list(workload.claims.select_related("host"))
+    if not claims:
+        return ""
+    where = ", ".join(f"{c.gpus} on {c.host.name}" for c in claims)
+    displaced = sorted({path for c in claims for path in c.displaced})
+    after = (f"after preempting runs of {', '.join(displaced)}" if displaced
+             else "after preempting unallocated work")
+    return f"GPUs ({where}) claimed for it since {claims[0].since:%H:%M:%S} {after}"
+
+
 def explain(workload: Workload) -> str:
     """Why the workload is where it is, in one sentence (never a bare "pending")."""
     now = timezone.now()
@@ -207,7 +226,10 @@ def explain(workload: Workload) -> str:
         where = f"#{workload.queue_position} in the queue of {workload.cluster.name}: " if (
             workload.queue_position
         ) else ""
-        return where + (workload.queue_reason or "waiting for the next scheduling pass")
+        claimed = claimed_for(workload)
+        return where + (workload.queue_reason or "waiting for the next scheduling pass") + (
+            f"; {claimed}" if claimed else ""
+        )
     if state in (Workload.State.RUNNING, Workload.State.PREEMPTING):
         run = workload.runs.filter(ended=None).first()
         if run is None:
@@ -219,7 +241,7 @@ def explain(workload: Workload) -> str:
         if run.signalled_at:
             return text + (
                 f"; preemption signalled at {run.signalled_at:%H:%M:%S}, "
-                f"leaves by {run.signalled_at + timedelta(seconds=workload.cluster.grace):%H:%M:%S}"
+                f"leaves by {run.signalled_at + timedelta(seconds=_grace_for(workload)):%H:%M:%S}"
             )
         if not run.allocated:
             return text + "; unallocated: preemptible at any moment"

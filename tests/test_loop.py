@@ -158,7 +158,7 @@ def test_a_requeued_resumable_run_only_does_the_work_left(lab):
     overuse(lab, lab.b1, 3.0)
     bob = make_workload(lab, lab.b1, gpus=8, min_runtime=600, expected_duration=2000)
     tick(lab, 0)
-    alice = make_workload(lab, lab.a1, gpus=8, expected_duration=100, submitted=at(5))
+    alice = make_workload(lab, lab.a1, gpus=2, expected_duration=100, submitted=at(5))
     tick(lab, 600)  # signalled after 600 s of work
     tick(lab, 900)  # stopped; alice runs 100 s
     tick(lab, 1000)  # alice done; bob restarts with 1400 s left

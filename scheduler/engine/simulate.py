@@ -88,8 +88,10 @@ RUNS_COLUMNS = (
 HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times; _TICK (a pass at the live loop's cadence)
-# and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to
-_COMPLETE, _FAIL, _REPAIR, _WAKE, _TICK, _SEGMENT = 0, 1, 2, 3, 4, 5
+# and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to;
+# _LOST and _DRAIN are the host events of ``SimConfig.host_events``
+_COMPLETE, _FAIL, _LOST, _DRAIN, _REPAIR, _WAKE, _TICK, _SEGMENT = range(8)
+HOST_EVENTS = {"fail": _LOST, "drain": _DRAIN}
 CADENCES = ("crossings", "ticks")
 
 
@@ -271,6 +273,10 @@ class SimConfig:
     # over-entitlement verdict changes as the window slides (fairshare.next_crossing) while some
     # allocated run could be a victim; the same decisions, far fewer passes.
     cadence: str = "crossings"
+    # Host events at given times, as the fleet and the operators bring them to the live loop:
+    # ``(time, host name, "fail" | "drain")``. A failure loses the host's runs (resumable ones
+    # are requeued) and sends it to repair; a drain lets its runs finish their minimum runtime.
+    host_events: tuple[tuple[float, str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------------- simulator
@@ -323,6 +329,7 @@ class Simulator:
         self.prot_heap: list[tuple[float, str, int]] = []
         self.unalloc_unsignalled = 0
         self.draining: set[str] = set()
+        self.drained: list[tuple[float, str]] = []  # (time, host) of the engine's HostDrained
         self.repairs = 0
         self.escalations = 0
         self.failures = Counter()
@@ -543,6 +550,11 @@ class Simulator:
             self._host_state(host, HostState.DRAINING)  # the engine drains it
             return
         self.failures["hard"] += 1
+        self._lose_host(name, now)
+
+    def _lose_host(self, name: str, now: float) -> None:
+        """``name`` died: its runs end (resumable ones requeued), and its repair starts."""
+        host = self.host_by_name[name]
         victims = [wid for wid, run in self.running.items() if name in run.placement.hosts]
         for wid in sorted(victims):
             run, rec = self._end_run(wid, now, "host_failure")
@@ -649,6 +661,7 @@ class Simulator:
                     self._stop(d, now)  # the same pass already reused its GPUs
                 elif isinstance(d, HostDrained):
                     host = self.host_by_name[d.host.name]
+                    self.drained.append((now, host.name))
                     self._host_state(host, HostState.DRAINED)
                     self._host_state(host, HostState.REPAIRING)
                     self._push(now + self.config.repair_time, _REPAIR, host.name)
@@ -717,6 +730,10 @@ class Simulator:
         self.ledger.set_rate("\0capacity", 0.0, self.healthy_gpus)
         for h in self.hosts:
             self._next_failure(h.name, 0.0)
+        for at, name, what in self.config.host_events:
+            if name not in self.host_by_name or what not in HOST_EVENTS:
+                raise SimulationError(f"host event {what!r} on {name!r}: no such host or kind")
+            self._push(at, HOST_EVENTS[what], name)
         i, n = 0, len(jobs)
         events = self.events
         series = self.series
@@ -742,6 +759,15 @@ class Simulator:
                 elif kind == _FAIL:
                     self._fail(key, t)
                     changed = True
+                elif kind == _LOST:
+                    if self.host_by_name[key].state in HEALTHY:
+                        self.failures["hard"] += 1
+                        self._lose_host(key, t)
+                        changed = True
+                elif kind == _DRAIN:
+                    if self.host_by_name[key].state == HostState.AVAILABLE:
+                        self._host_state(self.host_by_name[key], HostState.DRAINING)
+                        changed = True
                 elif kind == _REPAIR:
                     self._repair_done(key, t)
                     changed = True
