@@ -39,8 +39,8 @@ from fleet.backends import BackendUnavailable, FleetBackend, backend_for
 from fleet.health import ALIVE, HEALTHY, HostChanges, advance_repairs, lost_heartbeat
 from fleet.locks import lock_cluster
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
-from scheduler.engine import Claim as EngineClaim
 from scheduler.engine import (
+    PASSES_PER_INSTANT,
     ClusterState,
     HostDrained,
     HostState,
@@ -53,6 +53,7 @@ from scheduler.engine import (
     materially_changed,
     schedule,
 )
+from scheduler.engine import Claim as EngineClaim
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
@@ -61,11 +62,6 @@ from scheduler.models import Claim, Event, OccupancySample, Run, RunGPU, UsageRo
 
 log = logging.getLogger(__name__)
 
-# Passes at one instant: a pass that changed something (stopped runs requeue work that joins
-# only the next pass; new runs and signals change what holds and waits look like) is followed
-# by another, until one changes nothing; so a second tick at the same instant changes nothing.
-MAX_PASSES = 6
-CHANGES = (Start, Preempt, Stop, HostDrained)
 HOUR = timedelta(hours=1)
 
 
@@ -528,14 +524,16 @@ class _Tick:
 
     def scheduling(self) -> None:
         state = self.build_state()
-        for _ in range(MAX_PASSES):
+        # passes at one instant until one changes nothing (``Pass.changed``), as the simulator
+        # does: so a second tick at the same instant changes nothing
+        for _ in range(PASSES_PER_INSTANT):
             self.report.states.append(_copy_state(state))
             result = schedule(state, self.tree, self.params)
             self.report.passes.append(result)
             self.apply(result, state)
             state.claims = result.claims
-            if not any(isinstance(d, CHANGES) for d in result.decisions):
-                break  # a fixed point: a tick at the same instant would decide the same
+            if not result.changed:
+                break
         self.claims = result.claims
         self.queue(result)
 

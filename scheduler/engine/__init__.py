@@ -13,6 +13,7 @@ from .fairshare import (
     window_usage,
 )
 from .model import (
+    PASSES_PER_INSTANT,
     ROOT,
     BudgetTree,
     Claim,
@@ -39,6 +40,7 @@ from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .scheduling import EngineMemo, clock, next_event, schedule
 
 __all__ = [
+    "PASSES_PER_INSTANT",
     "ROOT",
     "BudgetTree",
     "Claim",

@@ -43,6 +43,7 @@ import numpy as np
 from .contract import ContractError, validate
 from .fairshare import Standing, next_crossing
 from .model import (
+    PASSES_PER_INSTANT,
     BudgetTree,
     Claim,
     ClusterState,
@@ -641,13 +642,13 @@ class Simulator:
 
     def _pass(self, now: float) -> None:
         decided = False
-        for _ in range(8):
+        # passes at one instant until one changes nothing, as the live loop runs them
+        for _ in range(PASSES_PER_INSTANT):
             state = self._state(now)
             result = schedule(state, self.tree, self.params)
             self.claims = result.claims
             self.passes += 1
             standing = None
-            again = False
             decided = decided or any(not isinstance(d, Hold) for d in result.decisions)
             for d in result.decisions:
                 if isinstance(d, Start):
@@ -656,7 +657,6 @@ class Simulator:
                     if standing is None and d.for_workload_id is not None:
                         standing = Standing(self.tree, state.usage, state.capacity)
                     self._preempt(d, now, standing, state)
-                    again = again or self.params.grace_for(d.run.workload) <= 0
                 elif isinstance(d, Stop):
                     self._stop(d, now)  # the same pass already reused its GPUs
                 elif isinstance(d, HostDrained):
@@ -671,7 +671,7 @@ class Simulator:
                 rec = self.jobs.get(wid)
                 if rec is not None:
                     rec.reason = why
-            if not again or not (self.pending or self.draining or self._grace_due(now)):
+            if not result.changed:
                 break
         if decided and self.pending_allocated:
             # a pass's own decisions (requeued work, GPUs claimed or moved between branches)
