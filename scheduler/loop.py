@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
@@ -57,7 +57,7 @@ from scheduler.engine import Claim as EngineClaim
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
-from scheduler.engine_views import budget_tree, engine_params, engine_workload
+from scheduler.engine_views import budget_tree, earlier_work, engine_params, engine_workload
 from scheduler.models import Claim, Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 
 log = logging.getLogger(__name__)
@@ -481,7 +481,27 @@ class _Tick:
     # -- 3. scheduling ---------------------------------------------------------------------
 
     def _engine_workload(self, w: Workload) -> EngineWorkload:
-        return engine_workload(w, self.paths[w.budget_id])
+        """The engine's view of ``w``; a resumable workload's expected duration is the work it
+        has left (what the simulator hands the engine, and what the fleet runs)."""
+        ew = engine_workload(w, self.paths[w.budget_id])
+        done = self.done.get(w.pk, 0.0)
+        if done and ew.duration is not None and w.resumable:
+            ew = replace(ew, duration=max(0.0, ew.duration - done))
+        return ew
+
+    def work_done(self) -> dict[int, float]:
+        """Seconds of work resumable workloads did in their ended runs, those ended in this
+        tick (not saved yet) included."""
+        again = [w.pk for w in self.pending.values() if w.resumable] + [
+            r.workload_id for r in self.live.values() if r.number > 1 and r.workload.resumable
+        ]
+        done = earlier_work(again) if again else {}
+        for run in self.live.values():
+            if run.ended and run.workload.resumable:
+                stop = min(run.signalled_at, run.ended) if run.signalled_at else run.ended
+                done[run.workload_id] = done.get(run.workload_id, 0.0) + max(
+                    0.0, (stop - run.started).total_seconds())
+        return done
 
     def _engine_run(self, run: Run, placement: Placement) -> EngineRun:
         return EngineRun(
@@ -499,6 +519,10 @@ class _Tick:
         self.params = engine_params(self.cluster)
         hosts = [EngineHost(h.name, h.gpus, h.group, HostState(h.state)) for h in self.hosts]
         self.engine_runs: dict[int, Run] = {}  # id(engine run) -> Run row
+        for w in self.workloads.values():  # requeued by a host failure in this tick
+            if w.state == Workload.State.PENDING and w.pk not in self.pending:
+                self.pending[w.pk] = w
+        self.done = self.work_done()
         running = []
         for run in self.live.values():
             if run.ended:
@@ -508,9 +532,6 @@ class _Tick:
             er = self._engine_run(run, placement)
             self.engine_runs[id(er)] = run
             running.append(er)
-        for w in self.workloads.values():  # requeued by a host failure in this tick
-            if w.state == Workload.State.PENDING and w.pk not in self.pending:
-                self.pending[w.pk] = w
         pending = [self._engine_workload(w) for w in self.pending.values()]
         return ClusterState(
             now=now.timestamp(),
@@ -575,7 +596,11 @@ class _Tick:
                     w.queue_reason = "requeued: waiting for the next scheduling pass"
                     w.last_wait = None
                     self.pending[w.pk] = w
-                    state.pending.append(d.run.workload)
+                    left = d.run.workload.duration
+                    if left is not None and w.resumable:  # it did the work until the signal
+                        left = max(0.0, left - ((d.run.signalled_at or now.timestamp())
+                                                - d.run.started))
+                    state.pending.append(replace(d.run.workload, duration=left))
                     self._event(w, Event.Kind.REQUEUED, d.reason + "; keeps its place", run=run)
                 else:
                     w.state = Workload.State.PREEMPTED
