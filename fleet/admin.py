@@ -8,12 +8,14 @@ from fleet.services import switch_backend
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "gpu_type", "backend", "telemetry", "max_min_runtime", "window",
-                    "grace", "preempt_idle", "backend_error"]
+                    "grace", "unallocated_grace", "pass_interval", "preempt_idle",
+                    "backend_error"]
     list_filter = ["backend"]
     readonly_fields = ["backend_error", "backend_error_at", "backend_facts"]
     fieldsets = [
         (None, {"fields": ["name", "gpu_type", "description", "created"]}),
-        ("Scheduling contract", {"fields": ["max_min_runtime", "window", "hysteresis", "grace"]}),
+        ("Scheduling contract", {"fields": ["max_min_runtime", "window", "hysteresis", "grace",
+                                            "unallocated_grace", "pass_interval"]}),
         ("Fleet backend", {
             "fields": ["backend", "backend_config", "backend_error", "backend_error_at",
                        "backend_facts"],

@@ -3,12 +3,13 @@ healthy capacity they give. Nothing here knows of budgets or workloads; the tabl
 names they had when these models lived in ``scheduler`` (migrations moved only the state)."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from scheduler.engine import HostState
+from scheduler.engine import HostState, Params
 
 HOUR = 3600
 DAY = 24 * HOUR
@@ -46,6 +47,18 @@ class Cluster(models.Model):
         default=300,
         validators=[MaxValueValidator(DAY)],
         help_text="Seconds a preempted run keeps its GPUs to checkpoint.",
+    )
+    unallocated_grace = models.PositiveIntegerField(
+        default=30,
+        validators=[MaxValueValidator(DAY)],
+        help_text="Seconds a preempted unallocated run keeps its GPUs (never more than the "
+        "grace above): unallocated work was promised nothing, so debug work waits less.",
+    )
+    pass_interval = models.PositiveIntegerField(
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(HOUR)],
+        help_text="Seconds between scheduling passes while allocated work waits: the live "
+        "loop's tick (TIMESHARE_TICK_SECONDS) and the simulator's cadence, the same value.",
     )
     backend = models.CharField(
         max_length=20, choices=[("simulated", "Simulated fleet"), ("slurm", "Slurm")],
@@ -94,6 +107,27 @@ class Cluster(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        super().clean()
+        tick = settings.TIMESHARE_TICK_SECONDS
+        if self.pass_interval is not None and self.pass_interval != tick:
+            raise ValidationError({"pass_interval": (
+                f"The live loop ticks every {tick} s (TIMESHARE_TICK_SECONDS): the pass interval "
+                "must be the same, or the simulator and the what-if decide on another cadence."
+            )})
+
+    def engine_params(self) -> Params:
+        """The engine's parameters of this cluster: what the live loop, the fleet's grace
+        signal and the what-if replay all use."""
+        return Params(
+            window=float(self.window),
+            max_min_runtime=float(self.max_min_runtime),
+            hysteresis=float(self.hysteresis),
+            grace=float(self.grace),
+            unallocated_grace=float(self.unallocated_grace),
+            pass_interval=float(self.pass_interval),
+        )
 
     @property
     def gpu_count(self) -> int:

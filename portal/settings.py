@@ -234,7 +234,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = env.env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # The live loop: every cluster ticks every TIMESHARE_TICK_SECONDS (submit and cancel also
-# ask for a tick at once).
+# ask for a tick at once). Each cluster's pass_interval must equal it (Cluster.clean): the
+# simulator runs its passes at that cadence to decide what the loop decides.
+TIMESHARE_TICK_SECONDS = env.env_int("TIMESHARE_TICK_SECONDS", 5, minimum=1)
 # The review report of the week just ended is mailed on this weekday (mon..sun, or 0 = Sunday
 # ... 6) at this hour (TIME_ZONE), by the beat (reports.delivery).
 REVIEW_REPORT_DAY = os.environ.get("TIMESHARE_REVIEW_REPORT_DAY", "mon")
@@ -242,7 +244,7 @@ REVIEW_REPORT_HOUR = env.env_int("TIMESHARE_REVIEW_REPORT_HOUR", 7)
 CELERY_BEAT_SCHEDULE = {
     "tick-all-clusters": {
         "task": "scheduler.tick_all",
-        "schedule": float(env.env_int("TIMESHARE_TICK_SECONDS", 5, minimum=1)),
+        "schedule": float(TIMESHARE_TICK_SECONDS),
         "options": {"expires": 30},
     },
     "collect-utilization": {

@@ -9,15 +9,25 @@ from budgets.services import shares_by_path
 from fleet.models import Cluster
 from scheduler.engine import BudgetTree, Params
 from scheduler.engine import Host as EngineHost
+from scheduler.engine import Workload as EngineWorkload
 from scheduler.models import Run
 
 
 def engine_params(cluster: Cluster) -> Params:
-    return Params(
-        window=float(cluster.window),
-        max_min_runtime=float(cluster.max_min_runtime),
-        hysteresis=float(cluster.hysteresis),
-        grace=float(cluster.grace),
+    return cluster.engine_params()
+
+
+def engine_workload(w, budget_path: str) -> EngineWorkload:
+    """The engine's view of workload ``w`` (a row, or the loop's plain pending row)."""
+    return EngineWorkload(
+        id=str(w.pk),
+        name=w.name,
+        budget=budget_path,
+        gpus=w.gpus,
+        min_runtime=float(w.min_runtime),
+        resumable=w.resumable,
+        submitted=w.submitted.timestamp(),
+        duration=None if w.expected_duration is None else float(w.expected_duration),
     )
 
 

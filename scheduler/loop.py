@@ -13,7 +13,10 @@ however many workers run):
 4. load the state into engine objects, call ``scheduler.engine.schedule`` and apply its
    decisions in order (start, signal, stop and requeue, hold, drained). Passes repeat at the
    same instant until one changes nothing (requeued work joins the next pass, ENGINE_API.md);
-5. write every pending workload's queue position and reason, and an occupancy sample.
+   each pass gets the previous one's claims, and the last pass's claims replace the stored
+   ones (``Claim`` rows), so the next tick's first pass gets them too;
+5. write every pending workload's queue position and reason, a waiting event only when its
+   wait changed materially (``engine.materially_changed``), and an occupancy sample.
 
 Running it twice at the same ``now`` changes nothing the second time. The database is the
 source of truth: the fleet is told (launch, signal, stop) after the commit, and reports back
@@ -31,10 +34,9 @@ ended; what a tick charged beyond those is given back.
 from __future__ import annotations
 
 import logging
-import re
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import Max, Sum
@@ -46,8 +48,8 @@ from fleet.health import ALIVE, HEALTHY, HostChanges, advance_repairs, lost_hear
 from fleet.locks import hold_launches, launches_in_flight, lock_cluster, release_launches
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from scheduler.engine import (
+    PASSES_PER_INSTANT,
     ClusterState,
-    Hold,
     HostDrained,
     HostState,
     Pass,
@@ -55,23 +57,21 @@ from scheduler.engine import (
     Preempt,
     Start,
     Stop,
+    Wait,
+    materially_changed,
     schedule,
 )
+from scheduler.engine import Claim as EngineClaim
 from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine.idle import IdlePolicy, idle_preemptions
-from scheduler.engine_views import budget_tree, engine_params
-from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
+from scheduler.engine_views import budget_tree, earlier_work, engine_params, engine_workload
+from scheduler.models import Claim, Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 from scheduler.signals import announce_events
 
 log = logging.getLogger(__name__)
 
-# Passes at one instant: a pass that changed something (stopped runs requeue work that joins
-# only the next pass; new runs and signals change what holds and waits look like) is followed
-# by another, until one changes nothing; so a second tick at the same instant changes nothing.
-MAX_PASSES = 6
-CHANGES = (Start, Preempt, Stop, HostDrained)
 HOUR = timedelta(hours=1)
 
 
@@ -300,7 +300,6 @@ class _Tick:
         self.released: list[int] = []  # ids of runs whose GPUs are released
         self.signalled: set[int | None] = set()  # ids of runs signalled in this tick
         self.workloads: dict[int, Workload] = {}  # changed workloads
-        self.holds: dict[int, Hold] = {}  # pending workload id -> its hold in the last pass
         self.queued: dict[int, Workload] = {}  # pending workloads whose place/reason changed
         self.after_commit: list = []
         self.refunds: list[tuple[Run, datetime, datetime]] = []  # see refund_usage
@@ -335,6 +334,7 @@ class _Tick:
             .values_list(*_Pending.__slots__)
         }
         self.last_sample = OccupancySample.objects.filter(cluster=c).order_by("-at").first()
+        self.claims = stored_claims(c)
 
     # -- the tick ----------------------------------------------------------------------------
 
@@ -573,15 +573,27 @@ class _Tick:
     # -- 3. scheduling ---------------------------------------------------------------------
 
     def _engine_workload(self, w: Workload) -> EngineWorkload:
-        return EngineWorkload(
-            id=str(w.pk),
-            budget=self.paths[w.budget_id],
-            gpus=w.gpus,
-            min_runtime=float(w.min_runtime),
-            resumable=w.resumable,
-            submitted=w.submitted.timestamp(),
-            duration=None if w.expected_duration is None else float(w.expected_duration),
-        )
+        """The engine's view of ``w``; a resumable workload's expected duration is the work it
+        has left (what the simulator hands the engine, and what the fleet runs)."""
+        ew = engine_workload(w, self.paths[w.budget_id])
+        done = self.done.get(w.pk, 0.0)
+        if done and ew.duration is not None and w.resumable:
+            ew = replace(ew, duration=max(0.0, ew.duration - done))
+        return ew
+
+    def work_done(self) -> dict[int, float]:
+        """Seconds of work resumable workloads did in their ended runs, those ended in this
+        tick (not saved yet) included."""
+        again = [w.pk for w in self.pending.values() if w.resumable] + [
+            r.workload_id for r in self.live.values() if r.number > 1 and r.workload.resumable
+        ]
+        done = earlier_work(again) if again else {}
+        for run in self.live.values():
+            if run.ended and run.workload.resumable:
+                stop = min(run.signalled_at, run.ended) if run.signalled_at else run.ended
+                done[run.workload_id] = done.get(run.workload_id, 0.0) + max(
+                    0.0, (stop - run.started).total_seconds())
+        return done
 
     def _engine_run(self, run: Run, placement: Placement) -> EngineRun:
         return EngineRun(
@@ -599,6 +611,10 @@ class _Tick:
         self.params = engine_params(self.cluster)
         hosts = [EngineHost(h.name, h.gpus, h.group, HostState(h.state)) for h in self.hosts]
         self.engine_runs: dict[int, Run] = {}  # id(engine run) -> Run row
+        for w in self.workloads.values():  # requeued by a host failure in this tick
+            if w.state == Workload.State.PENDING and w.pk not in self.pending:
+                self.pending[w.pk] = w
+        self.done = self.work_done()
         running = []
         for run in self.live.values():
             if run.ended:
@@ -608,9 +624,6 @@ class _Tick:
             er = self._engine_run(run, placement)
             self.engine_runs[id(er)] = run
             running.append(er)
-        for w in self.workloads.values():  # requeued by a host failure in this tick
-            if w.state == Workload.State.PENDING and w.pk not in self.pending:
-                self.pending[w.pk] = w
         pending = [self._engine_workload(w) for w in self.pending.values()]
         return ClusterState(
             now=now.timestamp(),
@@ -619,18 +632,23 @@ class _Tick:
             pending=pending,
             usage=window_usage(self.cluster, now, self.paths),
             capacity=window_capacity(self.cluster, now),
+            claims=self.claims,
         )
 
     def scheduling(self) -> None:
         state = self.build_state()
         self.preempt_idle(state)
-        for _ in range(MAX_PASSES):
+        # passes at one instant until one changes nothing (``Pass.changed``), as the simulator
+        # does: so a second tick at the same instant changes nothing
+        for _ in range(PASSES_PER_INSTANT):
             self.report.states.append(_copy_state(state))
             result = schedule(state, self.tree, self.params)
             self.report.passes.append(result)
             self.apply(result, state)
-            if not any(isinstance(d, CHANGES) for d in result.decisions):
-                break  # a fixed point: a tick at the same instant would decide the same
+            state.claims = result.claims
+            if not result.changed:
+                break
+        self.claims = result.claims
         self.queue(result)
 
     def preempt_idle(self, state: ClusterState) -> None:
@@ -661,7 +679,8 @@ class _Tick:
 
     def apply(self, result: Pass, state: ClusterState) -> None:
         """Apply one pass's decisions in list order, to the rows and to ``state`` (for the next
-        pass at the same instant)."""
+        pass at the same instant). A ``Hold`` changes no row: its wait is in ``Pass.waits``,
+        recorded after the last pass (``queue``)."""
         now = self.now
         hosts = {h.name: h for h in state.hosts}
         for d in result.decisions:
@@ -684,18 +703,19 @@ class _Tick:
                 if d.requeue:
                     w.state = Workload.State.PENDING
                     w.queue_reason = "requeued: waiting for the next scheduling pass"
+                    w.last_wait = None
                     self.pending[w.pk] = w
-                    state.pending.append(d.run.workload)
+                    left = d.run.workload.duration
+                    if left is not None and w.resumable:  # it did the work until the signal
+                        left = max(0.0, left - ((d.run.signalled_at or now.timestamp())
+                                                - d.run.started))
+                    state.pending.append(replace(d.run.workload, duration=left))
                     self._event(w, Event.Kind.REQUEUED, d.reason + "; keeps its place", run=run)
                 else:
                     w.state = Workload.State.PREEMPTED
                     w.finished = now
                     self._event(w, Event.Kind.PREEMPTED, d.reason, run=run)
                 self.after_commit.append(lambda r=run: self.fleet.stop(r))
-            elif isinstance(d, Hold):
-                # recorded once per tick, after the last pass (``queue``): passes at one
-                # instant repeat the same hold, and so does every tick while it lasts
-                self.holds[int(d.workload.id)] = d
             elif isinstance(d, HostDrained):
                 host = self.host_by_name[d.host.name]
                 hosts[d.host.name].state = HostState.DRAINED
@@ -722,6 +742,7 @@ class _Tick:
         w.state = Workload.State.RUNNING
         w.queue_position = None
         w.queue_reason = ""
+        w.last_wait = None
         self._event(w, Event.Kind.STARTED, d.reason, run=run)
         # by id, not ``list.remove``: that compares dataclasses field by field with each of
         # thousands of pending workloads, for every start
@@ -735,22 +756,28 @@ class _Tick:
         self.engine_runs[id(er)] = run
 
     def queue(self, result: Pass) -> None:
-        for wid, d in self.holds.items():
-            w = self.pending.get(wid)
-            # an event when the reservation starts or moves (the hosts held last tick are in
-            # the queue reason it wrote), never one per tick while the same hosts are held
-            if w is not None and held_hosts(w.queue_reason) != tuple(d.hosts):
-                self._event(w, Event.Kind.HELD, d.reason)
+        """Queue positions, and each waiting workload's reason: the banner (``queue_reason``)
+        and the timeline change together, only when the wait changes materially (other
+        hosts, another blocker, the expected start moving by more than 10%)."""
+        now = self.now.timestamp()
         position = 0
         for engine_id in result.order:
             w = self.pending.get(int(engine_id))
             if w is None:
                 continue
             position += 1
-            reason = result.waiting.get(engine_id) or "waiting for the next scheduling pass"
-            reason = reason[:500]
-            if w.queue_position != position or w.queue_reason != reason:
-                w.queue_position, w.queue_reason = position, reason
+            if w.queue_position != position:
+                w.queue_position = position
+                self.queued[w.pk] = w
+            wait = result.waits.get(engine_id)
+            if wait is None:
+                continue
+            if materially_changed(stored_wait(w.last_wait), wait, now):
+                w.queue_reason = wait.reason[:500]
+                w.last_wait = {"blocker": wait.blocker, "hosts": list(wait.hosts),
+                               "until": wait.until}
+                kind = Event.Kind.HELD if wait.blocker == "held" else Event.Kind.WAITING
+                self._event(w, kind, wait.reason)
                 self.queued[w.pk] = w
         ranked = set(result.order)
         for w in self.pending.values():  # requeued by the last pass allowed at this instant
@@ -785,14 +812,25 @@ class _Tick:
                     )
             RunGPU.objects.bulk_create(gpus, batch_size=1000)
         bulk_set(Workload, self.workloads.values(),
-                 ["state", "finished", "exit_code", "queue_position", "queue_reason"])
+                 ["state", "finished", "exit_code", "queue_position", "queue_reason",
+                  "last_wait"])
         # Pending work whose place or reason moved (every pending workload on a first tick,
-        # a few on the next ones): only those rows, only those two columns.
+        # a few on the next ones): only those rows, only those columns.
         bulk_set(Workload, [w for pk, w in self.queued.items() if pk not in self.workloads],
-                 ["queue_position", "queue_reason"])
+                 ["queue_position", "queue_reason", "last_wait"])
+        self.save_claims()
         if self.events:
             Event.objects.bulk_create(self.events, batch_size=1000)
             announce_events(self.events)
+
+    def save_claims(self) -> None:
+        """Replace the stored claims by exactly the last pass's (``Pass.claims``)."""
+        Claim.objects.filter(workload__cluster=self.cluster).delete()
+        Claim.objects.bulk_create([
+            Claim(workload_id=int(c.workload_id), host_id=self.host_by_name[host].pk, gpus=n,
+                  displaced=list(c.displaced), since=datetime.fromtimestamp(c.since, UTC))
+            for c in self.claims for host, n in c.gpus
+        ])
 
     def record_sample(self) -> None:
         if self.last_sample and self.last_sample.at >= self.now:
@@ -850,23 +888,32 @@ class _Pending:
     """A pending workload as the tick needs it: a plain row, not a model instance (thousands
     of them each tick). ``bulk_set`` writes its fields back."""
 
-    __slots__ = ("pk", "budget_id", "gpus", "min_runtime", "resumable", "submitted",
-                 "expected_duration", "state", "queue_position", "queue_reason", "finished",
-                 "exit_code")
+    __slots__ = ("pk", "name", "budget_id", "gpus", "min_runtime", "resumable", "submitted",
+                 "expected_duration", "state", "queue_position", "queue_reason", "last_wait",
+                 "finished", "exit_code")
 
     def __init__(self, *values):
         for name, value in zip(self.__slots__, values, strict=True):
             setattr(self, name, value)
 
 
-_HOLDING = re.compile(r"holding ([^()]+?) \(expected free")
+def stored_wait(last_wait: dict | None) -> Wait | None:
+    """The wait a workload's timeline last recorded, as the engine's ``Wait`` (no reason
+    text: ``materially_changed`` compares blocker, hosts and expected start)."""
+    if not last_wait:
+        return None
+    return Wait("", last_wait["blocker"], tuple(last_wait["hosts"]), last_wait["until"])
 
 
-def held_hosts(reason: str | None) -> tuple[str, ...]:
-    """The hosts a queue reason says are held for the workload ("...; holding h1 h2 (expected
-    free in 5 min)..."), or ``()``."""
-    found = _HOLDING.search(reason or "")
-    return tuple(found[1].split()) if found else ()
+def stored_claims(cluster: Cluster) -> list[EngineClaim]:
+    """The claims the last tick's last pass made (one ``Claim`` row per host), in its order."""
+    claims: dict[int, EngineClaim] = {}
+    for row in Claim.objects.filter(workload__cluster=cluster).select_related("host"):
+        before = claims.get(row.workload_id)
+        gpus = ((before.gpus if before else ()) + ((row.host.name, row.gpus),))
+        claims[row.workload_id] = EngineClaim(str(row.workload_id), gpus,
+                                              tuple(row.displaced), row.since.timestamp())
+    return list(claims.values())
 
 
 def launch_runs(cluster_id: int, fleet: FleetBackend, launches) -> None:
@@ -946,6 +993,7 @@ def _copy_state(state: ClusterState) -> ClusterState:
         pending=list(state.pending),
         usage=dict(state.usage),
         capacity=state.capacity,
+        claims=list(state.claims),
     )
 
 

@@ -62,6 +62,9 @@ class Workload(models.Model):
     # Written by every tick for pending work: the researcher sees why they wait.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     queue_reason = models.CharField(max_length=500, blank=True)
+    # The wait the timeline last recorded (the engine's ``Wait`` as {"blocker", "hosts",
+    # "until"}): a new waiting event only when the engine's next one differs materially.
+    last_wait = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted", "-id"]
@@ -157,6 +160,7 @@ class Event(models.Model):
         HELD = "held", "Hosts reserved"
         IDLE = "idle", "GPUs idle"
         MOVED = "moved", "Moved to another budget"
+        WAITING = "waiting"
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -171,6 +175,28 @@ class Event(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}"
+
+
+class Claim(models.Model):
+    """GPUs on one host that a preemption released, set aside for the workload whose request
+    caused it (the engine's ``Claim``, one row per host). The live loop writes exactly the
+    last pass's claims after each tick and hands them to the next pass."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="claims")
+    host = models.ForeignKey("fleet.Host", on_delete=models.CASCADE, related_name="+")
+    gpus = models.PositiveSmallIntegerField()
+    # budget paths of the allocated runs preempted for it (empty: only unallocated work)
+    displaced = models.JSONField(default=list, blank=True)
+    since = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]  # the engine's order among claims made at the same instant
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "host"], name="one_claim_per_host")
+        ]
+
+    def __str__(self):
+        return f"{self.gpus} GPUs on host {self.host_id} for workload #{self.workload_id}"
 
 
 class UsageRollup(models.Model):

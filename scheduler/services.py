@@ -32,7 +32,7 @@ from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine.wording import quantity
-from scheduler.engine_views import budget_tree, engine_hosts, engine_params
+from scheduler.engine_views import budget_tree, engine_hosts, engine_params, engine_workload
 from scheduler.loop import charge_usage
 from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, RunGPU, Workload
 from scheduler.signals import announce_events
@@ -293,6 +293,25 @@ def tell_work_of_expiry(sender, node, cluster, at, **kwargs) -> None:
         request_tick(cluster.pk)
 
 
+def _grace_for(workload: Workload) -> float:
+    """The grace period a preempted run of ``workload`` gets (shorter for unallocated work)."""
+    return engine_params(workload.cluster).grace_for(
+        engine_workload(workload, workload.budget.path)
+    )
+
+
+def claimed_for(workload: Workload) -> str:
+    """The GPUs a preemption set aside for a pending ``workload``, in one phrase, or ""."""
+    claims = list(workload.claims.select_related("host"))
+    if not claims:
+        return ""
+    where = ", ".join(f"{c.gpus} on {c.host.name}" for c in claims)
+    displaced = sorted({path for c in claims for path in c.displaced})
+    after = (f"after preempting runs of {', '.join(displaced)}" if displaced
+             else "after preempting unallocated work")
+    return f"GPUs ({where}) claimed for it since {claims[0].since:%H:%M:%S} {after}"
+
+
 def explain(workload: Workload) -> str:
     """Why the workload is where it is, in one sentence (never a bare "pending")."""
     now = timezone.now()
@@ -301,7 +320,10 @@ def explain(workload: Workload) -> str:
         where = f"#{workload.queue_position} in the queue of {workload.cluster.name}: " if (
             workload.queue_position
         ) else ""
-        return where + (workload.queue_reason or "waiting for the next scheduling pass")
+        claimed = claimed_for(workload)
+        return where + (workload.queue_reason or "waiting for the next scheduling pass") + (
+            f"; {claimed}" if claimed else ""
+        )
     if state in (Workload.State.RUNNING, Workload.State.PREEMPTING):
         run = workload.runs.filter(ended=None).first()
         if run is None:
@@ -313,7 +335,7 @@ def explain(workload: Workload) -> str:
         if run.signalled_at:
             return text + (
                 f"; preemption signalled at {run.signalled_at:%H:%M:%S}, "
-                f"leaves by {run.signalled_at + timedelta(seconds=workload.cluster.grace):%H:%M:%S}"
+                f"leaves by {run.signalled_at + timedelta(seconds=_grace_for(workload)):%H:%M:%S}"
             )
         if not run.allocated:
             return text + "; unallocated: preemptible at any moment"

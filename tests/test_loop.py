@@ -4,6 +4,7 @@ preempted at once, idempotence. Every tick here runs twice at the same instant a
 one must change nothing."""
 
 import pytest
+from django.core.exceptions import ValidationError
 from fixtures_loop import (
     at,
     held_gpus,
@@ -14,7 +15,7 @@ from fixtures_loop import (
 )
 
 from scheduler import loop
-from scheduler.models import Event, OccupancySample, Run, Workload
+from scheduler.models import Claim, Event, OccupancySample, Run, Workload
 
 
 def tick(lab, seconds):
@@ -158,7 +159,7 @@ def test_a_requeued_resumable_run_only_does_the_work_left(lab):
     overuse(lab, lab.b1, 3.0)
     bob = make_workload(lab, lab.b1, gpus=8, min_runtime=600, expected_duration=2000)
     tick(lab, 0)
-    alice = make_workload(lab, lab.a1, gpus=8, expected_duration=100, submitted=at(5))
+    alice = make_workload(lab, lab.a1, gpus=2, expected_duration=100, submitted=at(5))
     tick(lab, 600)  # signalled after 600 s of work
     tick(lab, 900)  # stopped; alice runs 100 s
     tick(lab, 1000)  # alice done; bob restarts with 1400 s left
@@ -212,3 +213,27 @@ def test_ticks_on_one_cluster_leave_other_clusters_alone(lab):
 @pytest.mark.parametrize("seconds", [0, 1234.5])
 def test_a_tick_reports_skipped_only_when_the_lock_is_busy(lab, seconds):
     assert not loop.tick(lab.cluster.pk, at(seconds)).skipped
+
+
+def test_gpus_a_preemption_frees_are_claimed_until_the_claimant_starts_on_them(lab):
+    for t in (-30, -20):
+        make_workload(lab, lab.b1, gpus=4, min_runtime=0, submitted=at(t))
+    tick(lab, 0)
+    alice = make_workload(lab, lab.a1, gpus=4, submitted=at(5))
+    tick(lab, 10)  # an unallocated run is signalled; its GPUs are claimed for alice
+    claim = Claim.objects.get()
+    assert (claim.workload, claim.gpus, claim.displaced, claim.since) == (alice, 4, [], at(10))
+    tick(lab, 20)  # still in its 30 s grace: the claim is kept, in the database too
+    assert Claim.objects.get().host == claim.host
+    tick(lab, 40)
+    assert refresh(alice).state == "RUNNING" and not Claim.objects.exists()
+    run = Run.objects.get(workload=alice)
+    assert set(run.assigned_gpus.values_list("host__name", flat=True)) == {claim.host.name}
+
+
+def test_a_pass_interval_other_than_the_tick_is_refused(lab, settings):
+    settings.TIMESHARE_TICK_SECONDS = 5
+    lab.cluster.pass_interval = 30
+    with pytest.raises(ValidationError) as refused:
+        lab.cluster.full_clean()
+    assert "TIMESHARE_TICK_SECONDS" in refused.value.message_dict["pass_interval"][0]

@@ -47,11 +47,12 @@ def test_the_loop_applies_exactly_the_engines_decisions_for_the_same_state(lab):
         "org": 1, "org/prog-a": 70, "org/prog-a/proj-a1": 50, "org/prog-a/proj-a2": 50,
         "org/prog-b": 30, "org/prog-b/proj-b1": 100,
     })
-    params = Params(window=7 * 86400, max_min_runtime=8 * 3600, hysteresis=0.1, grace=300)
+    params = Params(window=7 * 86400, max_min_runtime=8 * 3600, hysteresis=0.1, grace=300,
+                    unallocated_grace=30, pass_interval=5)
 
     def workload(w, budget):
         return EngineWorkload(str(w.pk), budget, w.gpus, float(w.min_runtime), w.resumable,
-                              w.submitted.timestamp())
+                              w.submitted.timestamp(), name=w.name)
 
     run = Run.objects.get(workload=free)
     by_hand = ClusterState(

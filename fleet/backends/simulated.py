@@ -16,6 +16,9 @@ and tests are reproducible. ``cluster.backend_config`` keys (all optional):
     expected host failures per host per day. Each host draws once per clock hour; a failure
     is a lost heartbeat (the host dies and loses its runs) or a GPU error (the host drains),
     half and half, at a seeded moment within the hour.
+``host_failures`` ([])
+    failures at given moments, for scenarios that must happen when they are written:
+    ``[{"host": "h3", "at": <epoch seconds>, "kind": "lost_heartbeat" | "gpu_error"}]``.
 ``repair_seconds`` (30)
     a repair attempt happens this long after the host entered REPAIRING.
 ``repair_success`` (0.8)
@@ -51,6 +54,8 @@ class SimulatedFleet(FleetBackend):
         self.failure_rate = float(c.get("failure_rate_per_host_day", 0.02))
         self.repair_seconds = float(c.get("repair_seconds", 30))
         self.repair_success = float(c.get("repair_success", 0.8))
+        self.scheduled = [(str(f["host"]), float(f["at"]), str(f.get("kind", "lost_heartbeat")))
+                          for f in c.get("host_failures") or ()]
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -122,6 +127,13 @@ class SimulatedFleet(FleetBackend):
                     health.signals.append(signal)
                     failed.add(host.name)
                     break
+        for name, t, kind in self.scheduled:
+            if lo < t <= hi and name not in failed and any(h.name == name for h in alive):
+                at = datetime.fromtimestamp(t, tz=now.tzinfo)
+                why = ("lost heartbeat: host stopped answering" if kind == "lost_heartbeat"
+                       else "GPU error (XID 79: GPU fell off the bus)")
+                health.signals.append(HealthSignal(name, kind, at, why))
+                failed.add(name)
         for host in alive:
             if host.name not in failed:
                 health.heartbeats[host.name] = now

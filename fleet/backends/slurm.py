@@ -98,6 +98,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from scheduler.engine import Workload as EngineWorkload
+
 from .base import (
     BackendUnavailable,
     Finished,
@@ -500,6 +502,17 @@ class SlurmFleet(FleetBackend):
 
     # -- runs ------------------------------------------------------------------------------
 
+    def grace_for(self, workload) -> float:
+        """The grace period the engine gives a preempted run of ``workload`` (shorter for
+        unallocated work): the time the job script announces between the signal and the
+        cancel. The rule looks only at the workload's kind, so its budget is left out."""
+        params = self.cluster.engine_params()
+        return params.grace_for(EngineWorkload(
+            id=str(workload.pk), budget="", gpus=workload.gpus,
+            min_runtime=float(workload.min_runtime), resumable=workload.resumable,
+            submitted=workload.submitted.timestamp(), name=workload.name,
+        ))
+
     def script(self, run, placement) -> str:
         w = run.workload
         planned = " ".join(f"{h}:{','.join(map(str, i))}" for h, i in placement.slots)
@@ -511,7 +524,7 @@ class SlurmFleet(FleetBackend):
             "TIMESHARE_RESUMABLE": "1" if w.resumable else "0",
             "TIMESHARE_CHECKPOINT_DIR": str(self.checkpoint_dir(w)),
             "TIMESHARE_PREEMPT_SIGNAL": self.config.get("preempt_signal") or "TERM",
-            "TIMESHARE_GRACE_SECONDS": str(self.cluster.grace),
+            "TIMESHARE_GRACE_SECONDS": str(round(self.grace_for(w))),
             "TIMESHARE_MIN_RUNTIME": str(w.min_runtime),
             "TIMESHARE_PLANNED_GPUS": planned,
         }

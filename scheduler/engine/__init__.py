@@ -13,6 +13,7 @@ from .fairshare import (
     window_usage,
 )
 from .model import (
+    PASSES_PER_INSTANT,
     ROOT,
     BudgetTree,
     Claim,
@@ -40,6 +41,7 @@ from .repairs import RepairFigure
 from .scheduling import EngineMemo, clock, next_event, schedule
 
 __all__ = [
+    "PASSES_PER_INSTANT",
     "ROOT",
     "BudgetTree",
     "Claim",

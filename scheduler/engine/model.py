@@ -346,3 +346,16 @@ class Pass:
 
     def of(self, kind: type) -> list:
         return [d for d in self.decisions if isinstance(d, kind)]
+
+    @property
+    def changed(self) -> bool:
+        """Whether a driver runs another pass at the same instant: a start, signal, stop or
+        drain changes what the next pass sees (requeued work joins only the next pass), a
+        hold does not. Drivers repeat passes until one changes nothing, at most
+        ``PASSES_PER_INSTANT`` times."""
+        return any(isinstance(d, (Start, Preempt, Stop, HostDrained)) for d in self.decisions)
+
+
+# The most passes a driver runs at one instant (``Pass.changed``): the live loop and the
+# simulator alike, so they decide the same.
+PASSES_PER_INSTANT = 6

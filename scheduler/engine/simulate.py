@@ -43,6 +43,7 @@ from .contract import ContractError, validate
 from .fairshare import Standing, next_crossing
 from .idle import IdlePolicy, goes_idle_after, idle_preemptions
 from .model import (
+    PASSES_PER_INSTANT,
     BudgetTree,
     Claim,
     ClusterState,
@@ -91,8 +92,11 @@ RUNS_COLUMNS = (
 HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times; _TICK (a pass at the live loop's cadence)
-# and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to
-_COMPLETE, _FAIL, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT, _REAL_HOST = 0, 1, 2, 3, 4, 5, 6, 7
+# and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to;
+# _LOST and _DRAIN are the host events of ``SimConfig.host_events``, _REAL_HOST the host
+# changes of a warm start (``InitialState.host_changes``)
+_COMPLETE, _FAIL, _LOST, _DRAIN, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT, _REAL_HOST = range(10)
+HOST_EVENTS = {"fail": _LOST, "drain": _DRAIN}
 CADENCES = ("crossings", "ticks")
 
 
@@ -279,6 +283,11 @@ class SimConfig:
     idle_share: float = 0.0
     idle_policy: IdlePolicy | None = None
 
+    # Host events at given times, as the fleet and the operators bring them to the live loop:
+    # ``(time, host name, "fail" | "drain")``. A failure loses the host's runs (resumable ones
+    # are requeued) and sends it to repair; a drain lets its runs finish their minimum runtime.
+    host_events: tuple[tuple[float, str, str], ...] = ()
+
 
 # ------------------------------------------------------------------------------ initial state
 
@@ -378,6 +387,7 @@ class Simulator:
         self.prot_heap: list[tuple[float, str, int]] = []
         self.unalloc_unsignalled = 0
         self.draining: set[str] = set()
+        self.drained: list[tuple[float, str]] = []  # (time, host) of the engine's HostDrained
         self.repairs = 0  # repairs that brought a host back (``RepairFigure``)
         self.human_repairs = 0
         self.escalations = 0
@@ -730,13 +740,13 @@ class Simulator:
 
     def _pass(self, now: float) -> None:
         decided = False
-        for _ in range(8):
+        # passes at one instant until one changes nothing, as the live loop runs them
+        for _ in range(PASSES_PER_INSTANT):
             state = self._state(now)
             result = schedule(state, self.tree, self.params)
             self.claims = result.claims
             self.passes += 1
             standing = None
-            again = False
             decided = decided or any(not isinstance(d, Hold) for d in result.decisions)
             for d in result.decisions:
                 if isinstance(d, Start):
@@ -745,11 +755,11 @@ class Simulator:
                     if standing is None and d.for_workload_id is not None:
                         standing = Standing(self.tree, state.usage, state.capacity)
                     self._preempt(d, now, standing, state)
-                    again = again or self.params.grace_for(d.run.workload) <= 0
                 elif isinstance(d, Stop):
                     self._stop(d, now)  # the same pass already reused its GPUs
                 elif isinstance(d, HostDrained):
                     host = self.host_by_name[d.host.name]
+                    self.drained.append((now, host.name))
                     self._host_state(host, HostState.DRAINED)
                     self._host_state(host, HostState.REPAIRING)
                     if not self.initial.host_changes:  # else back when it really came back
@@ -760,7 +770,7 @@ class Simulator:
                 rec = self.jobs.get(wid)
                 if rec is not None:
                     rec.reason = why
-            if not again or not (self.pending or self.draining or self._grace_due(now)):
+            if not result.changed:
                 break
         if decided and self.pending_allocated:
             # a pass's own decisions (requeued work, GPUs claimed or moved between branches)
@@ -886,6 +896,10 @@ class Simulator:
         self._warm_start()
         for h in self.hosts:
             self._next_failure(h.name, 0.0)
+        for at, name, what in self.config.host_events:
+            if name not in self.host_by_name or what not in HOST_EVENTS:
+                raise SimulationError(f"host event {what!r} on {name!r}: no such host or kind")
+            self._push(at, HOST_EVENTS[what], name)
         i, n = 0, len(jobs)
         events = self.events
         series = self.series
@@ -911,6 +925,16 @@ class Simulator:
                 elif kind == _FAIL:
                     self._fail(key, t)
                     changed = True
+                elif kind == _LOST:
+                    if self.host_by_name[key].state in HEALTHY:
+                        self.failures["hard"] += 1
+                        self._crash(key, t)
+                        self._push(t + self.config.repair_time, _REPAIR, key)
+                        changed = True
+                elif kind == _DRAIN:
+                    if self.host_by_name[key].state == HostState.AVAILABLE:
+                        self._host_state(self.host_by_name[key], HostState.DRAINING)
+                        changed = True
                 elif kind == _REPAIR:
                     self._repair_done(key, t)
                     changed = True

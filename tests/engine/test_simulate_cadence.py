@@ -44,13 +44,7 @@ def decisions(cadence: str, seed: int):
     return starts, preempted, res.summary["passes"]
 
 
-# Seed 6 still differs: ticking preempts at 9,230 s what the crossings preempt at 9,293 s, with
-# no ranking or threshold crossing in between (notes/SIMULATION.md, "One cadence": some other
-# time-dependent input of a pass is not yet planned for).
-GAP = pytest.mark.xfail(strict=True, reason="a time-dependent input not yet planned for")
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, pytest.param(6, marks=GAP)])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
 def test_passes_at_crossings_decide_what_passes_at_every_tick_decide(seed):
     starts_ticks, preempted_ticks, passes_ticks = decisions("ticks", seed)
     starts, preempted, passes = decisions("crossings", seed)
