@@ -1,30 +1,8 @@
 """The review report: one row per budget node over a period, with every figure defined once.
 
-Every figure is defined once here; the pages print `DEFINITIONS` next to the numbers.
+The period, shares in force, capacity, entitlement, delivered, unallocated and demand
+GPU-hours are defined in ``reports.accounting``, which computes them; this module adds:
 
-A period is a half-open interval ``[start, end)``. Only its elapsed part counts: time after
-``now`` (a report for the current month) and time before the cluster existed have no
-capacity, so nobody looks under-served by a future that has not happened.
-
-The figures, computed by ``reports.accounting``:
-
-* Shares in force: the allocation audit log (``AllocationChange``) replayed up to the period,
-  then every change inside it starts a new segment, so a change at 12:00 on Wednesday counts
-  from 12:00 exactly. A node's shares and fraction are weighted by the time each was in force.
-  Fractions always come from ``scheduler.engine.fractions`` (the 35% rule). The tree's shape is
-  today's: a budget moved to another parent is reported under its new parent for past periods.
-* Capacity: GPU-seconds of healthy hosts, from the hourly ``CapacityRollup`` rows the live
-  loop charges (the capacity its fair share uses; no rollup, no capacity). An hour cut by a
-  share change or the start of a window is split exactly with the occupancy samples (the
-  healthy GPUs in force at each moment of the hour); the two pieces add up to the rollup.
-* Entitlement GPU-h = integral over the period of fraction(t) x healthy GPUs(t).
-* Delivered GPU-h = allocated GPU-seconds charged to the budget's subtree, from the hourly
-  ``UsageRollup``: exact to the clock hour (an hour counts when it starts inside the period).
-* Unallocated GPU-h = GPU-time of unallocated runs (``min_runtime = 0``) overlapping the
-  period, clipped to it. Free, never charged.
-* Demand GPU-h = delivered GPU-h + GPU-time the budget's allocated workloads spent pending in
-  the period (GPUs x time from submission or requeue to start, cancellation or the end of the
-  period). What the budget asked for, whether it got it or not.
 * Attainment = delivered / min(entitlement, demand): 100% means the budget got all it asked
   for up to its entitlement; above 100% it used idle capacity beyond its entitlement; empty
   when it neither asked nor was entitled.
