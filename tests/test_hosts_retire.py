@@ -79,7 +79,10 @@ def admin_change(lab, **fields):
             "created_0": f"{c.created:%Y-%m-%d}", "created_1": f"{c.created:%H:%M:%S}",
             "max_min_runtime": c.max_min_runtime, "window": c.window,
             "hysteresis": c.hysteresis, "grace": c.grace, "backend": c.backend,
-            "backend_config": json.dumps(c.backend_config)}
+            "backend_config": json.dumps(c.backend_config),
+            "unallocated_grace": c.unallocated_grace, "pass_interval": c.pass_interval,
+            "telemetry": c.telemetry, "idle_threshold": c.idle_threshold,
+            "idle_period": c.idle_period}
     data.update(fields)
     return client.post(reverse("admin:fleet_cluster_change", args=[c.pk]), data, follow=True)
 
