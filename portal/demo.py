@@ -103,7 +103,8 @@ def _allocate(ceo, node, cluster, path, value, since, now, users):
         decider = users[APPROVED["decider"]]
         decided = since + span * APPROVED["decided"]
         request = ChangeRequest.objects.create(
-            node=node, cluster=cluster, requested_by=users[APPROVED["by"]], shares_before=first,
+            node=node, cluster=cluster, deciding_node=node.parent,
+            requested_by=users[APPROVED["by"]], shares_before=first,
             requested_shares=value, reason=APPROVED["reason"],
             state=ChangeRequest.State.APPROVED, created=since + span * APPROVED["asked"],
             decided_by=decider, decided_at=decided, decision_comment=APPROVED["comment"])
@@ -115,7 +116,8 @@ def _allocate(ceo, node, cluster, path, value, since, now, users):
         allocation.save(update_fields=["shares", "version", "updated"])
     if PENDING["path"] == path and PENDING["cluster"] == cluster.name:
         ChangeRequest.objects.create(
-            node=node, cluster=cluster, requested_by=users[PENDING["by"]], shares_before=value,
+            node=node, cluster=cluster, deciding_node=node.parent,
+            requested_by=users[PENDING["by"]], shares_before=value,
             requested_shares=PENDING["shares"], reason=PENDING["reason"],
             created=since + span * PENDING["asked"])
 
