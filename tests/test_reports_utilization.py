@@ -150,9 +150,10 @@ def test_metrics_leave_out_clusters_without_telemetry(busy_now):
 
 
 def test_the_cluster_dashboard_budget_card_has_utilization(busy_now):
-    # proj-a1's recent run over the last week: (0 + 2880 + 960) / (7200 + 7200 + 1200)
+    # proj-a1's recent run over the last day (its three hours): (0 + 2880 + 960) /
+    # (7200 + 7200 + 1200); "last week" would end at this midnight, before them
     response = busy_now.client_for("ceo").get(
-        reverse("reports:cluster", args=["h100"]) + f"?node={busy_now.proj_a1.pk}"
+        reverse("reports:cluster", args=["h100"]) + f"?node={busy_now.proj_a1.pk}&range=day"
     )
     [row] = response.context["budget_nodes"]
     assert row["utilization"] == pytest.approx(3840 / 15600)
