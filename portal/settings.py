@@ -205,6 +205,11 @@ SPECTACULAR_SETTINGS = {
         "WorkloadStateEnum": "scheduler.models.Workload.State",
         "HostStateEnum": "fleet.models.Host.State",
         "ChangeRequestStateEnum": "budgets.models.ChangeRequest.State",
+        "BudgetNodeKindEnum": "budgets.models.BudgetNode.Kind",
+        "ChangeRequestKindEnum": "budgets.models.ChangeRequest.Kind",
+        "RequestEntryKindEnum": "budgets.models.RequestEntry.Kind",
+        "EventKindEnum": "scheduler.models.Event.Kind",
+        "HostEventKindEnum": "fleet.models.HostEvent.Kind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
