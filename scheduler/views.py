@@ -19,7 +19,7 @@ from fleet.permissions import can_operate
 from scheduler import services
 from scheduler.charts import utilization_sparkline
 from scheduler.engine.spreadsheet import csv_writer
-from scheduler.filters import WorkloadFilterSet
+from scheduler.filters import SCOPES, WorkloadFilterSet
 from scheduler.forms import DrainForm, SubmitForm, format_duration
 from scheduler.models import Event, RunGPU, UtilizationRollup, Workload, gpu_ranges
 from scheduler.permissions import (
@@ -35,10 +35,12 @@ UNPROCESSABLE = 422
 PAGE_SIZE = 50
 
 
+def _workloads():
+    return Workload.objects.select_related("owner", "budget", "cluster")
+
+
 def _visible_workloads(user):
-    return restrict_workloads(
-        Workload.objects.select_related("owner", "budget", "cluster"), user
-    )
+    return restrict_workloads(_workloads(), user)
 
 
 # Workloads
@@ -47,10 +49,14 @@ def _visible_workloads(user):
 @login_required
 def workload_list(request):
     """Workloads the user may see, filtered; htmx polls the table body while it is open."""
-    filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
+    filterset = WorkloadFilterSet(request.GET, _workloads(), request=request)
     page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     _where(page.object_list)
-    context = {"filterset": filterset, "page": page}
+    context = {
+        "filterset": filterset, "page": page, "scopes": SCOPES,
+        "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2,
+                                                             on_ends=1),
+    }
     template = "scheduler/_workload_rows.html" if request.htmx else "scheduler/workload_list.html"
     return render(request, template, context)
 
@@ -101,7 +107,7 @@ CSV_COLUMNS = [
 @login_required
 def workload_export(request):
     """The list page's filters, as CSV (min_runtime in seconds, times in ISO 8601 UTC)."""
-    filterset = WorkloadFilterSet(request.GET, _visible_workloads(request.user), request.user)
+    filterset = WorkloadFilterSet(request.GET, _workloads(), request=request)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="workloads.csv"'
     writer = csv_writer(response)

@@ -5,6 +5,7 @@ common.api.exceptions."""
 
 from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -27,7 +28,7 @@ from scheduler import services
 from scheduler import status as fleet_status
 from scheduler.api import serializers as s
 from scheduler.engine import percent
-from scheduler.filters import ACTIVE, FINISHED, WorkloadFilterForm, WorkloadFilterSet
+from scheduler.filters import ACTIVE, CLASSES, FINISHED, SCOPES, WorkloadFilterSet
 from scheduler.models import Run, RunGPU, Workload
 from scheduler.permissions import can_cancel, restrict_workloads
 from scheduler.status import current_standing, finite, sibling_ranks
@@ -36,9 +37,10 @@ IsOperator = permission_for(
     can_operate, "Only operators drain, repair and return hosts.", name="IsOperator"
 )
 
+# The choices the filter set declares, with "" (no filter) allowed as the filter set allows it.
 WORKLOAD_FILTERS = [
     OpenApiParameter(
-        "scope", str, enum=["", *(value for value, _ in WorkloadFilterForm.SCOPES)],
+        "scope", str, enum=["", *(value for value, _ in SCOPES)],
         description="all: every workload you may see (default, also when empty); mine: "
         "yours; projects: charged to budgets you belong to or manage.",
     ),
@@ -47,8 +49,11 @@ WORKLOAD_FILTERS = [
         description="active (pending, running, preempting), finished, or one state; empty: "
         "any.",
     ),
-    OpenApiParameter("cluster", str, description="Cluster name."),
-    OpenApiParameter("budget", str, description="Budget path: the budget and everything below."),
+    OpenApiParameter(
+        "class", str, enum=["", *(value for value, _ in CLASSES)],
+        description="debug, small (fits one host), large (spans hosts) or unallocated "
+        "(minimum runtime 0); empty: any.",
+    ),
 ]
 
 
@@ -59,7 +64,8 @@ def form_errors(form) -> ValidationError:
 @extend_schema_view(
     list=extend_schema(
         summary="Workloads you may see, newest first", parameters=WORKLOAD_FILTERS,
-        description="The same filters as the portal's workload list (scheduler.filters).",
+        description="The same search, filters and sort as the portal's workload list "
+        "(scheduler.filters).",
     ),
     retrieve=extend_schema(
         summary="A workload with its runs (hosts, GPU indices) and its timeline",
@@ -70,6 +76,8 @@ class WorkloadViewSet(
     RejectNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     serializer_class = s.WorkloadSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = WorkloadFilterSet
 
     def get_queryset(self):
         queryset = Workload.objects.select_related("owner", "budget", "cluster")
@@ -85,12 +93,9 @@ class WorkloadViewSet(
     def get_serializer_class(self):
         return s.WorkloadSerializer if self.action == "list" else s.WorkloadDetailSerializer
 
-    def list(self, request, *args, **kwargs):
-        filterset = WorkloadFilterSet(request.query_params, self.get_queryset(), request.user)
-        if not filterset.is_valid():
-            raise form_errors(filterset.form)
-        page = self.paginate_queryset(filterset.qs)
-        return self.get_paginated_response(s.WorkloadSerializer(page, many=True).data)
+    def filter_queryset(self, queryset):
+        """The list's search, filters and sort; a single workload is found by its id alone."""
+        return super().filter_queryset(queryset) if self.action == "list" else queryset
 
     def _detail(self, workload, code=status.HTTP_200_OK) -> Response:
         workload.explanation = services.explain(workload)
