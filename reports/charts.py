@@ -139,19 +139,45 @@ def occupancy(points: list[dict], span=None) -> dict:
                            xaxis=_span(span), **_in_progress(span)), traces)
 
 
+def _so_far(x: list, span) -> int | None:
+    """Index of the bucket still filling, if the chart shows one."""
+    partial = Span(*span).partial_from() if span and len(span) == 3 else None
+    if partial is None:
+        return None
+    start = _x([partial])[0]
+    return x.index(start) if start in x else None
+
+
 def budgets(times: list, nodes: list, series: dict, span=None) -> dict:
-    """Delivered (solid) vs entitlement (dotted) GPU-hours per bucket, one colour per node."""
+    """Delivered (solid) vs entitlement (dotted) GPU-hours per bucket, one colour per node.
+
+    A bucket still filling holds only the hours so far: its values are drawn as open markers
+    apart from the lines, which end with the last complete bucket, so that the line does not
+    dip into the shaded bucket as if the budget had stopped running."""
     x = _x(times)
+    partial = _so_far(x, span)
     traces = []
     for index, node in enumerate(nodes):
         color = PALETTE[index % len(PALETTE)]
         data = series[node.pk]
-        traces.append({"type": "scatter", "x": x, "y": _round(data["delivered"]),
-                       "name": f"{node.name} delivered", "mode": "lines",
-                       "line": {"color": color}})
-        traces.append({"type": "scatter", "x": x, "y": _round(data["entitlement"]),
-                       "name": f"{node.name} entitlement", "mode": "lines",
-                       "line": {"color": color, "dash": "dot"}})
+        for key, label, dash in [("delivered", "delivered", "solid"),
+                                 ("entitlement", "entitlement", "dot")]:
+            values = _round(data[key])
+            name = f"{node.name} {label}"
+            line = list(values)
+            if partial is not None:
+                line[partial] = None
+            traces.append({"type": "scatter", "x": x, "y": line, "name": name,
+                           "legendgroup": name, "mode": "lines",
+                           "line": {"color": color, "dash": dash}})
+            if partial is not None:
+                traces.append({
+                    "type": "scatter", "x": [x[partial]], "y": [values[partial]],
+                    "name": f"{name}, so far", "legendgroup": name, "showlegend": False,
+                    "mode": "markers",
+                    "marker": {"color": color, "symbol": "circle-open" if dash == "solid"
+                               else "diamond-open", "size": 8},
+                })
     return _figure(_layout("Delivered vs entitlement", yaxis={"title": {"text": "GPU-h"}},
                            xaxis=_span(span), **_in_progress(span)), traces)
 

@@ -5,7 +5,9 @@ hourly chart ends with the current hour, drawn shaded as "in progress, so far" r
 a drop to zero."""
 
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
+import plotly.graph_objects as go
 import pytest
 from django.utils import timezone
 
@@ -55,3 +57,52 @@ def test_a_custom_range_ending_today_shades_today():
     start, end, _ = bounds(range="custom", start="2025-03-01", end="2025-03-05")
     figure = charts.host_events([], {}, span=charts.Span(start, end, NOW))
     assert shaded(figure) == [("2025-03-05 00:00", "2025-03-06 00:00")]
+
+
+def hourly(start, end):
+    times, t = [], start
+    while t < end:
+        times.append(t)
+        t += timedelta(hours=1)
+    return times
+
+
+def budget_figure(choice, values_of):
+    """The budgets chart of one budget delivering 10 GPU-h each hour, 2.5 so far in the hour
+    still filling."""
+    start, end, _ = bounds(range=choice)
+    times = hourly(start, min(end, NOW))
+    a1 = SimpleNamespace(pk=1, name="A1")
+    delivered = [values_of(t) for t in times]
+    figure = charts.budgets(times, [a1], {1: {"delivered": delivered,
+                                              "entitlement": delivered}},
+                            span=charts.Span(start, end, NOW))
+    go.Figure(figure)  # a valid plotly figure
+    return figure
+
+
+def so_far(t):
+    return 2.5 if t == NOW.replace(minute=0) else 10.0
+
+
+def test_the_budget_lines_stop_before_the_hour_still_filling():
+    figure = budget_figure("day", so_far)
+    lines = [t for t in figure["data"] if t["mode"] == "lines"]
+    assert [t["name"] for t in lines] == ["A1 delivered", "A1 entitlement"]
+    for line in lines:
+        assert line["x"][-1] == "2025-03-05 14:00"
+        assert line["y"][-1] is None
+        assert set(line["y"][:-1]) == {10.0}
+
+
+def test_the_hour_still_filling_is_drawn_as_open_markers():
+    figure = budget_figure("day", so_far)
+    markers = [t for t in figure["data"] if t["mode"] == "markers"]
+    assert [(t["x"], t["y"]) for t in markers] == [(["2025-03-05 14:00"], [2.5])] * 2
+    assert all(not t["showlegend"] and t["marker"]["symbol"].endswith("-open")
+               for t in markers)
+
+
+def test_complete_days_draw_every_bucket_on_the_line():
+    figure = budget_figure("week", lambda t: 10.0)
+    assert all(t["mode"] == "lines" and None not in t["y"] for t in figure["data"])
