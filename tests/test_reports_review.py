@@ -148,7 +148,7 @@ class Table(HTMLParser):
             self.cell += data
 
 
-def test_csv_is_exactly_the_table_shown(history):
+def test_csv_is_the_table_shown_with_paths_for_names(history):
     client = history.client_for("ceo")
     url = reverse("reports:review", args=["h100"])
     page = client.get(url + WEEK)
@@ -159,7 +159,13 @@ def test_csv_is_exactly_the_table_shown(history):
     assert download["Content-Type"].startswith("text/csv")
     assert "timeshare-h100-2025-03-03-to-2025-03-09.csv" in download["Content-Disposition"]
     parsed = list(csv.reader(io.StringIO(download.content.decode())))
-    assert parsed == parser.rows
+    # the page names each budget (the tree shows where it sits), the CSV gives its path
+    assert [row[1:] for row in parsed] == [row[1:] for row in parser.rows]
+    assert [row[0] for row in parser.rows] == ["Budget", "Org", "Prog A", "Proj A1", "Proj A2",
+                                               "Prog B", "Proj B1"]
+    assert [row[0] for row in parsed[1:]] == ["org", "org/prog-a", "org/prog-a/proj-a1",
+                                             "org/prog-a/proj-a2", "org/prog-b",
+                                             "org/prog-b/proj-b1"]
     assert len(parsed) == 7
     header, *body = parsed
     root = dict(zip(header, body[0], strict=True))
