@@ -49,3 +49,19 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.prefix}… ({self.name}) of {self.user}"
+
+
+class UserSettings(models.Model):
+    """What a user set for themselves. ``time_zone`` empty: the zone their browser reports
+    (portal.time_zones)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="portal_settings"
+    )
+    time_zone = models.CharField(
+        max_length=64, blank=True,
+        help_text="An IANA zone such as Europe/Paris; empty: your browser's.",
+    )
+
+    def __str__(self):
+        return f"settings of {self.user}"

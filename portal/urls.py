@@ -6,6 +6,7 @@ from portal import metrics, views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("settings/", views.user_settings, name="settings"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("budgets/", include("budgets.urls")),

@@ -1,6 +1,13 @@
 // What every page does on top of htmx. Loaded with `defer` right after htmx (deferred scripts
 // run in document order), so `htmx` exists here and this runs before htmx's first request.
 (function () {
+  // The browser's time zone, for the pages of a user who has not chosen one
+  // (portal.time_zones reads the cookie).
+  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  if (zone && document.cookie.split("; ").indexOf("tz=" + zone) < 0) {
+    document.cookie = "tz=" + zone + "; path=/; max-age=31536000; samesite=lax";
+  }
+
   // Forms answer 422 with their field errors (a lost race included: "changed to 22 shares
   // since you loaded the page"): swap them in like any other fragment. Any other 4xx or 5xx
   // is not swapped but said, below (not flagged as an htmx error: that would only add a
