@@ -3,14 +3,25 @@
 `browser`: one Chromium for the test (skipped without /usr/bin/chromium, a failure in CI).
 `log_in(browser, live_server, username, password, next_url)`: a fresh context logged in
 through the login form, on `next_url`.
+`institute`: the demo institute (portal/demo.py) with a day of replayed past, so that every
+page has something to show: workloads with runs and preemptions, hosts with repairs, change
+requests, rollups for the reports, and a finished what-if for each manager.
 `Watch(page)`: what went wrong in a page while the test drove it: console errors, uncaught
 exceptions, and requests that failed (a 5xx, a 4xx nobody expected, no answer at all).
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connections
+from django.utils import timezone
+
+from fleet.models import Cluster
+from portal import demo
+from reports import tasks
+from reports.models import WhatIf
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -90,3 +101,17 @@ class Watch:
         failure = request.failure or ""
         if "ERR_ABORTED" not in failure:  # a navigation that replaced a pending request
             self._add(f"no answer to {request.method} {request.url}: {failure}")
+
+
+@pytest.fixture
+def institute(db, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    now = timezone.now()
+    since = now - timedelta(days=1)
+    demo.seed(since=since, now=now)
+    demo.seed_history(since, now)
+    h100 = Cluster.objects.get(name="h100")
+    for manager in User.objects.filter(username__in=["ceo", "pi", "lead"]):
+        what_if = WhatIf.objects.create(cluster=h100, requested_by=manager,
+                                        params={"days": 1, "shares": {}})
+        assert tasks.run_what_if(what_if.pk) == "done"

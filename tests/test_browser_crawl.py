@@ -1,8 +1,7 @@
 """Every page of the demo institute in a real Chromium, for every persona, with no page error.
 
-The institute is the demo's (portal/demo.py) with a day of replayed past, so that every page
-has something to show: workloads with runs and preemptions, hosts with repairs, change
-requests, rollups for the reports, and a finished what-if. For each persona the crawl opens
+The institute is the demo's with a day of replayed past (`institute`, tests/fixtures_browser.py),
+so that every page has something to show. For each persona the crawl opens
 the pages of the navigation, then follows the links it finds to the main detail pages (a budget
 node, a request, a workload, a host, a cluster dashboard, a report, a what-if), one page per
 kind of address. It fails on any console error, uncaught exception, or failed request: a 5xx,
@@ -11,18 +10,12 @@ a 4xx, or no answer.
 
 import contextlib
 import re
-from datetime import timedelta
 from urllib.parse import urlsplit
 
 import pytest
-from django.contrib.auth.models import User
-from django.utils import timezone
 from fixtures_browser import Watch, log_in
 
-from fleet.models import Cluster
 from portal import demo
-from reports import tasks
-from reports.models import WhatIf
 
 pytestmark = pytest.mark.browser
 
@@ -40,20 +33,6 @@ DETAIL_PAGES = {
     "report": r"^/reports/review/[\w-]+/",
     "what-if": r"^/reports/what-ifs/N/$",
 }
-
-
-@pytest.fixture
-def institute(db, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    now = timezone.now()
-    since = now - timedelta(days=1)
-    demo.seed(since=since, now=now)
-    demo.seed_history(since, now)
-    h100 = Cluster.objects.get(name="h100")
-    for manager in User.objects.filter(username__in=["ceo", "pi", "lead"]):
-        what_if = WhatIf.objects.create(cluster=h100, requested_by=manager,
-                                        params={"days": 1, "shares": {}})
-        assert tasks.run_what_if(what_if.pk) == "done"
 
 
 def kind(path: str) -> str:
