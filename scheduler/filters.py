@@ -89,7 +89,8 @@ class WorkloadFilterSet(filters.FilterSet):
                                           "may see."},
     )
     sort = filters.OrderingFilter(
-        fields=[(field, key) for key, field, _ in COLUMNS if key],
+        fields=[(field, key) for key, field, _ in COLUMNS if key], label="Sort",
+        field_labels={field: label for key, field, label in COLUMNS if key},
         help_text="A column (id, name, owner, budget, cluster, gpus, contract, state, "
                   "submitted); a leading - sorts descending. Default: newest first.",
     )
