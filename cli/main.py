@@ -128,7 +128,8 @@ def cmd_submit(client: Client, args):
 def cmd_ls(client: Client, args):
     state = "" if args.state == "any" else args.state
     workloads = client.pages("workloads/", limit=args.limit, scope=args.scope, state=state,
-                             cluster=args.cluster, budget=args.budget)
+                             cluster=args.cluster, budget=args.budget, q=args.search,
+                             sort=args.sort, **{"class": args.workload_class})
     if not args.json:
         rows = [
             [w["id"], clip(w["name"], 24), w["owner"], w["budget"], w["cluster"], w["gpus"],
@@ -423,6 +424,11 @@ def parser() -> argparse.ArgumentParser:
                    help="active (default), finished, any, or PENDING, RUNNING, COMPLETED ...")
     p.add_argument("--cluster")
     p.add_argument("--budget", help="a budget path: it and everything below")
+    p.add_argument("--class", dest="workload_class",
+                   choices=["debug", "small", "large", "unallocated"])
+    p.add_argument("--search", help="name, owner or budget contains this")
+    p.add_argument("--sort", help="id, name, owner, budget, cluster, gpus, contract, state or "
+                   "submitted; --sort=-gpus sorts descending (default: newest first)")
     p.add_argument("--limit", type=int, default=None, help="at most this many rows")
 
     p = sub("show", cmd_show, "one workload: state, why, runs, timeline")

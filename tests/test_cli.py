@@ -114,6 +114,19 @@ def test_ls_is_like_squeue(timeshare):
     assert json.loads(ok(timeshare("outsider", "ls", "--json"))) == []
 
 
+def test_ls_searches_sorts_and_filters_by_class_like_the_portal(timeshare):
+    rows = json.loads(ok(timeshare("ceo", "ls", "--json", "--state", "any", "--search",
+                                   "lead", "--sort=-name")))
+    assert [w["name"] for w in rows] == ["wait", "a2"]
+    rows = json.loads(ok(timeshare("ceo", "ls", "--json", "--state", "any", "--class",
+                                   "unallocated")))
+    assert [w["name"] for w in rows] == ["a2"]
+
+
+def test_ls_with_an_unknown_sort_says_so_in_one_line(timeshare):
+    refused(timeshare("ceo", "ls", "--sort", "password"), "password is not one of")
+
+
 def test_bad_submission_is_one_line_and_exit_1(timeshare, fleet, nothing_written):
     args = [a if a != "2" else "11" for a in SUBMIT]
     with nothing_written():
