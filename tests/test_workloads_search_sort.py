@@ -161,3 +161,24 @@ def test_the_sort_survives_a_filter_change(fleet, client_for, htmx):
     """The table fragment carries the sort into the filter form (form=workload-filters)."""
     body = client_for("ceo").get(PAGE, {"sort": "-gpus"}, **htmx).content.decode()
     assert '<input type="hidden" name="sort" value="-gpus" form="workload-filters">' in body
+
+
+VISIBLE = {
+    "ceo": ["a2", "b", "done", "run", "wait"],
+    "operator": ["a2", "b", "done", "run", "wait"],
+    "pi": ["a2", "done", "run", "wait"],
+    "lead": ["a2", "done", "run", "wait"],
+    "researcher": ["done", "run", "wait"],
+    "bob": ["b"],
+    "outsider": [],
+}
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.parametrize("persona", sorted(VISIBLE))
+def test_sorting_and_classes_show_each_persona_only_their_workloads(fleet, client_for, api_for,
+                                                                    channel, persona):
+    small = [name for name in VISIBLE[persona] if name != "a2"]  # a2 is unallocated
+    assert listed(channel, client_for, api_for, persona, {"sort": "name"}) == VISIBLE[persona]
+    assert listed(channel, client_for, api_for, persona, {"sort": "name", "class": "small"}) \
+        == small

@@ -57,10 +57,6 @@ WORKLOAD_FILTERS = [
 ]
 
 
-def form_errors(form) -> ValidationError:
-    return ValidationError({field: list(messages) for field, messages in form.errors.items()})
-
-
 @extend_schema_view(
     list=extend_schema(
         summary="Workloads you may see, newest first", parameters=WORKLOAD_FILTERS,
