@@ -1,0 +1,47 @@
+"""A simulator sweep on the Celery cluster: two real worker processes (on Redis when
+CELERY_BROKER_URL names one) run its points, and its table is the local process pool's, byte
+for byte."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from polling import wait_for
+
+from scheduler.engine.traces import CHRONUS_MIX
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+# 2 policies x 2 windows x 2 graces: 8 points, more than one worker's two processes take
+GRID = ["--trace", str(CHRONUS_MIX), "--end", "120", "--cluster", "4x8", "--seed", "5",
+        "--sweep-policy", "fairshare,fifo", "--sweep-window", "1h,1d", "--sweep-grace", "1m,5m"]
+
+
+@pytest.fixture
+def two_workers(celery_workers):
+    workers = [celery_workers.start(), celery_workers.start()]
+    wait_for(lambda: len(celery_workers.app.control.ping(timeout=1.0)) == 2,
+             what="both workers to answer")
+    return celery_workers, workers
+
+
+def test_a_sweep_on_two_workers_writes_the_local_pool_table(two_workers, tmp_path):
+    # the simulator's command line, in its own process as people run it
+    subprocess.run([sys.executable, "-m", "scheduler.engine.simulate", *GRID, "--sweep",
+                    "--workers", "2", "--out", str(tmp_path / "pool")],
+                   cwd=ROOT, check=True, capture_output=True)
+    call_command("sweep", *GRID, "--out", str(tmp_path / "celery"))
+    pool = (tmp_path / "pool" / "sweep.csv").read_bytes()
+    assert pool.count(b"\n") == 1 + 8
+    assert (tmp_path / "celery" / "sweep.csv").read_bytes() == pool
+
+
+def test_both_workers_run_points_of_one_sweep(two_workers, tmp_path):
+    celery_workers, _ = two_workers
+    call_command("sweep", *GRID, "--out", str(tmp_path))
+    for log in celery_workers.logs:
+        assert "scheduler.sweep_point" in log.read_text().split("ready.", 1)[-1]
