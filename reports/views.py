@@ -392,9 +392,11 @@ def what_if_compare(request, cluster):
 
 
 def _in_form_units(params: dict) -> dict:
-    return {"window_days": params["window"] / 86400,
-            "max_min_runtime_hours": params["max_min_runtime"] / 3600,
-            "grace_minutes": params["grace"] / 60, "hysteresis": params["hysteresis"]}
+    """The parameters of a set as the form shows them (days, hours, minutes)."""
+    return {"window_days": f"{params['window'] / 86400:.4g}",
+            "max_min_runtime_hours": f"{params['max_min_runtime'] / 3600:.4g}",
+            "grace_minutes": f"{params['grace'] / 60:.4g}",
+            "hysteresis": f"{params['hysteresis']:.4g}"}
 
 
 def _figures(side: dict) -> dict:
