@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 # 2 policies x 2 windows x 2 graces: 8 points, more than one worker's two processes take
-GRID = ["--trace", str(CHRONUS_MIX), "--end", "120", "--cluster", "4x8", "--seed", "5",
+GRID = ["--trace", str(CHRONUS_MIX), "--end", "60", "--cluster", "4x8", "--seed", "5",
         "--sweep-policy", "fairshare,fifo", "--sweep-window", "1h,1d", "--sweep-grace", "1m,5m"]
 
 
