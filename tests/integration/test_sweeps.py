@@ -24,8 +24,8 @@ GRID = ["--trace", str(CHRONUS_MIX), "--end", "60", "--cluster", "4x8", "--seed"
 @pytest.fixture
 def two_workers(celery_workers):
     workers = [celery_workers.start(), celery_workers.start()]
-    wait_for(lambda: len(celery_workers.app.control.ping(timeout=1.0)) == 2,
-             what="both workers to answer")
+    wait_for(lambda: all("ready." in log.read_text() for log in celery_workers.logs),
+             what="both workers to be ready")
     return celery_workers, workers
 
 
