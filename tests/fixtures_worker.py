@@ -33,8 +33,7 @@ class Workers:
                         TIMESHARE_TICK_SECONDS="1", DJANGO_SETTINGS_MODULE="portal.settings")
         self.env.pop("CELERY_TASK_ALWAYS_EAGER", None)
         self.app = app
-        self.saved = {k: app.conf.get(k)
-                      for k in ("broker_url", "broker_transport_options", "result_backend")}
+        self.saved = {k: app.conf.get(k) for k in ("broker_url", "broker_transport_options")}
         if not os.environ.get("CELERY_BROKER_URL"):
             queue, control = tmp_path / "celery" / "queue", tmp_path / "celery" / "control"
             for folder in (queue, control):
@@ -44,8 +43,6 @@ class Workers:
                 "data_folder_in": str(queue), "data_folder_out": str(queue),
                 "control_folder": str(control),
             }
-            # where the workers' settings put results under their TIMESHARE_VAR_DIR
-            app.conf.result_backend = f"file://{tmp_path / 'celery' / 'results'}"
         self.running: list[tuple[subprocess.Popen, object]] = []
         self.logs: list[Path] = []
 

@@ -54,7 +54,5 @@ class Command(BaseCommand):
             table = result.get()
         except Exception as error:  # a point failed on a worker: its error, in one line
             raise CommandError(f"sweep failed: {type(error).__name__}: {error}") from None
-        finally:  # the results were for this command only
-            result.parent.forget()
-            result.forget()
+        result.forget()  # the table's and the points' (its parent): they were for us only
         self.stdout.write(write_table(table, a.out))
