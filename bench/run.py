@@ -16,6 +16,7 @@ BENCHMARKS = [
     ("live tick on PostgreSQL", ["bench/tick.py"]),
     ("dashboard and report pages on a seeded year", ["bench/reports.py"]),
     ("API load: 50 concurrent clients submitting", ["bench/api_load.py"]),
+    ("simulator sweep on 1 and 2 Celery workers", ["bench/sweep_workers.py"]),
 ]
 
 

@@ -79,6 +79,22 @@ def broker_url() -> str:
     return raw
 
 
+def result_backend(broker: str, results_dir: Path) -> str:
+    """Where task results go (only the tasks that keep one: a sweep's points and its chord):
+    CELERY_RESULT_BACKEND, else the Redis of a Redis broker, else files beside the filesystem
+    broker (one machine, like that broker)."""
+    raw = os.environ.get("CELERY_RESULT_BACKEND")
+    if raw:
+        if not raw.startswith(("redis://", "rediss://", "file://")):
+            raise BadSetting(
+                f"CELERY_RESULT_BACKEND={raw!r} must start with redis://, rediss:// or file://")
+        return raw
+    if broker.startswith(("redis://", "rediss://")):
+        return broker
+    results_dir.mkdir(parents=True, exist_ok=True)
+    return f"file://{results_dir}"
+
+
 def cache(cache_dir: Path) -> dict:
     raw = os.environ.get("CACHE_URL")
     if not raw:

@@ -2,6 +2,7 @@
 
 DATABASE_URL       default: SQLite file under var/
 CELERY_BROKER_URL  (or REDIS_URL) default: kombu's filesystem transport under var/celery
+CELERY_RESULT_BACKEND  default: the Redis broker's Redis, else files under var/celery/results
 SECRET_KEY         default: a random key generated once into var/secret_key
 DEBUG              default: off
 ALLOWED_HOSTS      default: localhost, 127.0.0.1
@@ -235,7 +236,9 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_queue_dir),
         "control_folder": str(_control_dir),
     }
+# Only the tasks that need a result keep one (a sweep's points, for its chord).
 CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = env.result_backend(CELERY_BROKER_URL, VAR_DIR / "celery" / "results")
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

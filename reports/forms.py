@@ -127,3 +127,71 @@ class WhatIfForm(forms.Form):
             "preempt_idle": data["preempt_idle"],
             "shares": changed,
         }
+
+
+class ParameterSetForm(forms.Form):
+    """One parameter set of a what-if comparison, in the units people think in."""
+
+    window_days = forms.FloatField(min_value=1 / 24, max_value=90, label="Window (days)")
+    max_min_runtime_hours = forms.FloatField(min_value=0, max_value=168,
+                                             label="Maximum minimum runtime (hours)")
+    grace_minutes = forms.FloatField(min_value=0, max_value=24 * 60, label="Grace (minutes)")
+    hysteresis = forms.FloatField(min_value=0, max_value=10)
+
+    def has_changed(self) -> bool:
+        """An optional set left as it was, or emptied, is no set."""
+        return super().has_changed() and any(
+            self.data.get(self.add_prefix(name), "") != "" for name in self.fields)
+
+    def params(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "window": round(data["window_days"] * 86400),
+            "max_min_runtime": round(data["max_min_runtime_hours"] * 3600),
+            "grace": round(data["grace_minutes"] * 60),
+            "hysteresis": data["hysteresis"],
+        }
+
+
+class BaseParameterSetFormSet(forms.BaseFormSet):
+    def clean(self):
+        if any(self.errors):
+            return
+        seen = set()
+        for form in self.filled():
+            key = tuple(sorted(form.params().items()))
+            if key in seen:
+                raise forms.ValidationError("Two sets are the same: change one of them.")
+            seen.add(key)
+
+    def by_parameter(self) -> list[tuple[str, list]]:
+        """The sets as a table: per parameter, its label and each set's field."""
+        return [(field.label or name.capitalize(), [form[name] for form in self.forms])
+                for name, field in ParameterSetForm.base_fields.items()]
+
+    def filled(self) -> list[ParameterSetForm]:
+        """The sets to replay: the first two, and the third if it was changed."""
+        return [form for form in self.forms if form.has_changed() or not form.empty_permitted]
+
+
+# two sets at least, a third one optional, never more (each set is a replay on the workers)
+ParameterSetFormSet = forms.formset_factory(
+    ParameterSetForm, formset=BaseParameterSetFormSet, extra=1, min_num=2, max_num=3,
+    absolute_max=3, validate_min=True, validate_max=True,
+)
+
+
+def parameter_sets(data=None, *, cluster) -> BaseParameterSetFormSet:
+    """The comparison's sets, each starting at the cluster's parameters of today."""
+    current = {
+        "window_days": round(cluster.window / 86400, 3),
+        "max_min_runtime_hours": round(cluster.max_min_runtime / 3600, 3),
+        "grace_minutes": round(cluster.grace / 60, 3),
+        "hysteresis": cluster.hysteresis,
+    }
+    return ParameterSetFormSet(data, prefix="set", form_kwargs={"initial": current})
+
+
+class ComparisonForm(forms.Form):
+    days = forms.IntegerField(min_value=1, max_value=90, initial=7,
+                              label="Replay the last (days)")

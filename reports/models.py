@@ -3,6 +3,25 @@ from django.db import models
 from django.utils import timezone
 
 
+class WhatIfComparison(models.Model):
+    """Several parameter sets replayed over the same days, side by side: one ``WhatIf`` per
+    set, all queued at once as one Celery group (a task per set, as many running together as
+    the workers have processes), each reporting its own progress."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE,
+                                related_name="what_if_comparisons")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                     related_name="what_if_comparisons")
+    created = models.DateTimeField(default=timezone.now)
+    days = models.PositiveSmallIntegerField(default=7)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self):
+        return f"what-if comparison #{self.pk} on {self.cluster_id}"
+
+
 class WhatIf(models.Model):
     """One what-if replay: the last `days` of real submissions of a cluster through the
     simulator with other parameters. The Celery task claims it, reports its progress here
@@ -19,8 +38,11 @@ class WhatIf(models.Model):
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                                      related_name="what_ifs")
     created = models.DateTimeField(default=timezone.now)
-    # {"days", "window", "max_min_runtime", "hysteresis", "shares": {path: shares}}
+    # {"days", "window", "max_min_runtime", "grace", "hysteresis", "shares": {path: shares}}
     params = models.JSONField(default=dict)
+    # the comparison this replay is one parameter set of, if any
+    comparison = models.ForeignKey(WhatIfComparison, on_delete=models.CASCADE, null=True,
+                                   blank=True, related_name="sets")
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     progress = models.FloatField(default=0.0, help_text="0 to 1")
     result = models.JSONField(null=True, blank=True)

@@ -21,4 +21,7 @@ urlpatterns = [
     path("what-if/", views.what_if, name="what_if_default"),
     path("what-if/<slug:cluster>/", views.what_if, name="what_if"),
     path("what-ifs/<int:pk>/", views.what_if_detail, name="what_if_detail"),
+    path("what-if/<slug:cluster>/compare/", views.what_if_compare, name="what_if_compare"),
+    path("what-if-comparisons/<int:pk>/", views.what_if_comparison,
+         name="what_if_comparison"),
 ]

@@ -30,8 +30,8 @@ from reports import (
     trends,
     users,
 )
-from reports.forms import PeriodForm, RangeForm, WhatIfForm
-from reports.models import ReportSubscription, WhatIf
+from reports.forms import ComparisonForm, PeriodForm, RangeForm, WhatIfForm, parameter_sets
+from reports.models import ReportSubscription, WhatIf, WhatIfComparison
 from reports.permissions import (
     changeable_nodes,
     may_see_what_if,
@@ -357,10 +357,112 @@ def what_if(request, cluster=None):
             return redirect("reports:what_if_detail", created.pk)
     else:
         form = WhatIfForm(cluster=cluster, nodes=nodes, shares=shares)
-    recent = WhatIf.objects.filter(cluster=cluster, requested_by=request.user)[:10]
+    recent = WhatIf.objects.filter(cluster=cluster, requested_by=request.user,
+                                   comparison=None)[:10]
+    comparisons = WhatIfComparison.objects.filter(cluster=cluster,
+                                                  requested_by=request.user)[:10]
     return render(request, "reports/what_if.html", {
         "cluster": cluster, "clusters": Cluster.objects.all(), "form": form, "recent": recent,
+        "comparisons": comparisons,
     })
+
+
+@login_required
+def what_if_compare(request, cluster):
+    """Ask for several parameter sets replayed over the same days, side by side (managers
+    and the CEO, like a what-if; today's shares in every set)."""
+    require_what_if(request.user)
+    cluster = _cluster(cluster)
+    data = request.POST if request.method == "POST" else None
+    form, sets = ComparisonForm(data), parameter_sets(data, cluster=cluster)
+    if data is not None and all([form.is_valid(), sets.is_valid()]):  # both show their errors
+        days = form.cleaned_data["days"]
+        with transaction.atomic():
+            comparison = WhatIfComparison.objects.create(
+                cluster=cluster, requested_by=request.user, days=days)
+            ids = [WhatIf.objects.create(cluster=cluster, requested_by=request.user,
+                                         comparison=comparison,
+                                         params={"days": days, **one.params()}).pk
+                   for one in sets.filled()]
+            transaction.on_commit(lambda: tasks.queue_comparison(ids))
+        return redirect("reports:what_if_comparison", comparison.pk)
+    return render(request, "reports/what_if_compare.html", {
+        "cluster": cluster, "clusters": Cluster.objects.all(), "form": form, "sets": sets,
+    })
+
+
+def _in_form_units(params: dict) -> dict:
+    """The parameters of a set as the form shows them (days, hours, minutes)."""
+    return {"window_days": f"{params['window'] / 86400:.4g}",
+            "max_min_runtime_hours": f"{params['max_min_runtime'] / 3600:.4g}",
+            "grace_minutes": f"{params['grace'] / 60:.4g}",
+            "hysteresis": f"{params['hysteresis']:.4g}"}
+
+
+def _figures(side: dict) -> dict:
+    """A replay's (or what happened's) line of the comparison: waits in minutes, occupancy in
+    percent (none for what happened: the review report has no such figure)."""
+    waits = side["waits"]
+    occupancy = (None if "occupancy_allocated" not in side
+                 else 100 * (side["occupancy_allocated"] + side["occupancy_unallocated"]))
+    return {"p50_min": None if waits["p50"] is None else waits["p50"] / 60,
+            "p95_min": None if waits["p95"] is None else waits["p95"] / 60,
+            "preemptions": side["preemptions"], "occupancy_pct": occupancy}
+
+
+def _comparison_sets(comparison) -> list[dict]:
+    """Each set in the form's units, with its progress and, once replayed, its figures."""
+    rows = []
+    for number, one in enumerate(comparison.sets.order_by("pk"), start=1):
+        replayed = (one.result or {}).get("what_if")
+        rows.append({"number": number, "what_if": one, "percent": round(100 * one.progress),
+                     "params": _in_form_units(one.params), "replayed": replayed,
+                     "figures": _figures(replayed) if replayed else None})
+    return rows
+
+
+def _comparison_budgets(user, done, sets) -> list[dict]:
+    """Per visible budget node: GPU-hours delivered actually, replayed as is, and per set."""
+    visible = visible_node_ids(user)
+    rows = []
+    for node in accounting.Tree().nodes:
+        if node.pk not in visible:
+            continue
+        actual = done["actual"]["budgets"].get(node.path)
+        as_is = done["as_is"]["budgets"].get(node.path)
+        per_set = [((one["replayed"] or {}).get("budgets", {}).get(node.path) or {})
+                   .get("delivered_h") for one in sets]
+        if actual or as_is:
+            rows.append({"node": node, "actual": (actual or {}).get("delivered_h"),
+                         "as_is": (as_is or {}).get("delivered_h"), "sets": per_set})
+    return rows
+
+
+@login_required
+def what_if_comparison(request, pk):
+    """A comparison: a progress bar per set while they run (htmx polls this view), then one
+    table of every set next to what happened and to today's parameters."""
+    require_what_if(request.user)
+    found = get_object_or_404(
+        WhatIfComparison.objects.select_related("cluster", "requested_by"), pk=pk)
+    if not may_see_what_if(request.user, found):
+        raise PermissionDenied("This comparison is someone else's.")
+    sets = _comparison_sets(found)
+    active = any(one["what_if"].active for one in sets)
+    # every set replayed the same days: the first one done tells what happened, and as is
+    done = None if active else next((one["what_if"].result for one in sets
+                                     if one["what_if"].state == WhatIf.State.DONE), None)
+    context = {
+        "comparison": found, "cluster": found.cluster, "sets": sets, "active": active,
+        "done": done,
+        "actual": _figures(done["actual"]) if done else None,
+        "as_is": {"params": _in_form_units(done["params"]["as_is"]),
+                  "figures": _figures(done["as_is"])} if done else None,
+        "budgets": _comparison_budgets(request.user, done, sets) if done else [],
+    }
+    template = ("reports/_what_if_comparison_status.html" if request.htmx
+                else "reports/what_if_comparison.html")
+    return render(request, template, context)
 
 
 def _what_if_rows(user, what_if) -> list[dict]:

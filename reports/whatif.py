@@ -58,6 +58,8 @@ from scheduler.models import Event, Run, RunGPU, Workload
 HOUR = 3600.0
 DAY = 86400.0
 MAX_DAYS = 90
+# the cluster's parameters a what-if may change
+PARAMETERS = ("window", "max_min_runtime", "grace", "hysteresis", "preempt_idle")
 
 
 def _computed(runs, stop: float) -> dict[int, float]:
@@ -334,7 +336,7 @@ def params_for(cluster: Cluster, wanted: dict | None = None) -> Params:
         window=float(wanted.get("window", cluster.window)),
         max_min_runtime=float(wanted.get("max_min_runtime", cluster.max_min_runtime)),
         hysteresis=float(wanted.get("hysteresis", cluster.hysteresis)),
-        grace=float(cluster.grace),
+        grace=float(wanted.get("grace", cluster.grace)),
     )
 
 
@@ -377,10 +379,8 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
                      "hosts_out": len(initial.hosts),
                      "host_changes": len(initial.host_changes)},
         "params": {
-            "as_is": {"window": cluster.window, "max_min_runtime": cluster.max_min_runtime,
-                      "hysteresis": cluster.hysteresis, "preempt_idle": cluster.preempt_idle},
-            "what_if": {key: wanted.get(key, getattr(cluster, key))
-                        for key in ("window", "max_min_runtime", "hysteresis", "preempt_idle")},
+            "as_is": {key: getattr(cluster, key) for key in PARAMETERS},
+            "what_if": {key: wanted.get(key, getattr(cluster, key)) for key in PARAMETERS},
         },
         "idle_share": idle,
         "shares": {"as_is": today, "what_if": changed},

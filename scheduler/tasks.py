@@ -1,13 +1,15 @@
 """Celery tasks: the beat ticks every cluster every few seconds; submit, cancel and every
 operator action on a host ask for a tick of their cluster at once (after their transaction
-commits)."""
+commits). And the simulator's parameter sweeps, one task per point."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import time
 
-from celery import shared_task
+from celery import chord, shared_task
+from celery.result import AsyncResult
 from django.db import transaction
 from django.dispatch import receiver
 
@@ -97,3 +99,35 @@ def collect_utilization() -> int:
         except Exception:  # one cluster's bad telemetry never stops the others
             log.exception("cluster %s: utilization collection failed", cluster.name)
     return collected
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulator sweeps on the cluster: one task per point of the grid, a chord to gather the table.
+# The points run the engine's own ``point_row`` and the chord its ``table``: the local pool of
+# ``simulate --sweep --workers N`` calls the same two, so both give the same table.
+
+
+@shared_task(name="scheduler.sweep_point", ignore_result=False)
+def sweep_point(args: dict) -> dict:
+    """Simulate one point (the simulator's arguments, as ``vars``) into its table row."""
+    from scheduler.engine.simulate import run_one
+    from scheduler.engine.sweep import point_row
+
+    return point_row(argparse.Namespace(**args), run_one)
+
+
+@shared_task(name="scheduler.sweep_table", ignore_result=False)
+def sweep_table(rows: list[dict]) -> dict:
+    """The chord's body: the rows of every point, in grid order, as one table."""
+    from scheduler.engine.sweep import table
+
+    return table(rows)
+
+
+def start_sweep(a: argparse.Namespace) -> AsyncResult:
+    """Queue the grid of ``a`` (the simulator's arguments) as a chord of point tasks: as many
+    run at once as the workers listening have processes. ``.parent`` is the group of points
+    (its ``completed_count()`` is the progress); ``.get()`` is the table."""
+    from scheduler.engine.sweep import grid
+
+    return chord(sweep_point.s(vars(point)) for point in grid(a))(sweep_table.s())

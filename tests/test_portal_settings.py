@@ -10,14 +10,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CACHE_URL", "SECRET_KEY",
-             "DEBUG", "ALLOWED_HOSTS", "SECURE_COOKIES", "TIMESHARE_VAR_DIR",
+VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND",
+             "CACHE_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "SECURE_COOKIES",
+             "TIMESHARE_VAR_DIR",
              "LOGIN_FAILURE_LIMIT", "LOGIN_LOCKOUT_MINUTES", "SECURE_SSL_REDIRECT")
 PRINT_SETTINGS = (
     "import json, django; django.setup(); from django.conf import settings as s; "
     "print(json.dumps({'debug': s.DEBUG, 'secure': s.SESSION_COOKIE_SECURE, "
     "'engine': s.DATABASES['default']['ENGINE'], 'broker': s.CELERY_BROKER_URL, "
-    "'key': s.SECRET_KEY, 'hosts': s.ALLOWED_HOSTS, 'cache': s.CACHES['default']['BACKEND']}))"
+    "'key': s.SECRET_KEY, 'hosts': s.ALLOWED_HOSTS, 'cache': s.CACHES['default']['BACKEND'], "
+    "'results': s.CELERY_RESULT_BACKEND}))"
 )
 
 
@@ -41,6 +43,7 @@ def test_the_defaults_are_safe_and_need_no_server(tmp_path):
     assert values["secure"] is True
     assert values["engine"] == "django.db.backends.sqlite3"
     assert values["broker"] == "filesystem://"
+    assert values["results"] == f"file://{tmp_path / 'celery' / 'results'}"
     assert values["hosts"] == ["localhost", "127.0.0.1", "[::1]"]
     assert values["cache"].endswith("FileBasedCache")
 
@@ -64,6 +67,7 @@ def test_production_values_come_from_the_environment(tmp_path):
     assert values["secure"] is False  # follows DEBUG unless SECURE_COOKIES says otherwise
     assert values["engine"] == "django.db.backends.postgresql"
     assert values["broker"] == "redis://cache:6379/0"
+    assert values["results"] == "redis://cache:6379/0"  # the broker's Redis keeps the results
     assert values["key"] == "x" * 40
     assert values["hosts"] == ["gpu.example.org", "portal"]
     assert values["cache"].endswith("RedisCache")
@@ -79,6 +83,7 @@ def test_production_values_come_from_the_environment(tmp_path):
         ("CELERY_BROKER_URL", "ftp://broker"),
         ("REDIS_URL", "localhost:6379"),
         ("CACHE_URL", "memcached://cache:11211"),
+        ("CELERY_RESULT_BACKEND", "rpc://"),
         ("SECRET_KEY", "too-short"),
         ("TIMESHARE_TELEMETRY_STEP", "7"),
         ("TIMESHARE_TELEMETRY_STEP", "often"),

@@ -51,7 +51,8 @@ def test_the_task_replays_the_history_with_the_changes(tiny):
     assert entitled == approx({"org": 192, "org/prog": 96, "org/prog/a": 72, "org/prog/b": 24,
                                "org/other": 96})
     assert result["params"]["what_if"] == {"window": 86400, "max_min_runtime": 8 * HOUR,
-                                           "hysteresis": 0.5, "preempt_idle": False}
+                                           "grace": 300, "hysteresis": 0.5,
+                                           "preempt_idle": False}
     # what actually happened: the same deliveries and waits, from the review report
     assert actual["budgets"]["org/prog/a"]["delivered_h"] == approx(8)
     assert actual["budgets"]["org/prog/b"]["delivered_h"] == approx(4)

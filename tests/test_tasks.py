@@ -1,7 +1,9 @@
 """Celery tasks: the beat schedule ticks every cluster, submit/cancel ask for a tick after
 commit, and a broker outage never breaks a submission."""
 
+import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
 
 from scheduler import services, tasks
 from scheduler.models import Run, Workload
@@ -52,3 +54,19 @@ def test_submit_in_eager_mode_starts_the_run_at_once(lab, django_capture_on_comm
     finally:
         app.conf.task_always_eager = False
     assert Workload.objects.get(pk=w.pk).state == "RUNNING"
+
+
+def test_a_sweep_of_an_unreadable_trace_stops_before_queuing_anything(monkeypatch):
+    queued = []
+    monkeypatch.setattr(tasks, "start_sweep", queued.append)
+    with pytest.raises(CommandError, match="cannot read /nonexistent.csv"):
+        call_command("sweep", "--trace", "/nonexistent.csv", "--sweep-window", "1d,7d")
+    assert queued == []
+
+
+def test_a_sweep_with_a_negative_hysteresis_stops_before_queuing_anything(monkeypatch):
+    queued = []
+    monkeypatch.setattr(tasks, "start_sweep", queued.append)
+    with pytest.raises(CommandError, match="--hysteresis must be >= 0"):
+        call_command("sweep", "--cluster", "4x8", "--sweep-hysteresis", "0.1,-1")
+    assert queued == []

@@ -1282,6 +1282,18 @@ def floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"bad list of numbers {text!r}") from None
 
 
+def names(choices) -> Callable[[str], list[str]]:
+    """An argument type: a comma-separated list of names out of ``choices``."""
+    def parse(text: str) -> list[str]:
+        listed = [x.strip() for x in str(text).split(",") if x.strip()]
+        unknown = [x for x in listed if x not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(map(repr, unknown))} (choose from {', '.join(choices)})")
+        return listed
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m scheduler.engine.simulate",
@@ -1291,6 +1303,13 @@ def build_parser() -> argparse.ArgumentParser:
         "entitlement. Durations accept s/m/h/d/w suffixes (300, 15m, 8h, 7d).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    add_arguments(ap)
+    return ap
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The simulator's options, on its own parser or on another command's (the Celery sweep's
+    management command takes the very same)."""
     g = ap.add_argument_group("input")
     g.add_argument("--trace", default=str(PHILLY_TRACE),
                    help="trace CSV, gzipped or not: docs/DESIGN.md's format (submit_time,"
@@ -1325,7 +1344,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--resumable-fraction", type=float, default=0.8,
                    help="seeded fraction of jobs that checkpoint and can be requeued")
     g = ap.add_argument_group("scheduling parameters (engine Params)")
-    g.add_argument("--policy", choices=("fairshare", "fifo", "quota"), default="fairshare",
+    policy = g.add_argument("--policy", choices=("fairshare", "fifo", "quota"), default="fairshare",
                    help="fairshare (Fair Tree + preemption), fifo (submission order, no "
                    "preemption) or quota (static per-budget GPU quotas, no preemption)")
     g.add_argument("--window", type=duration, default=7 * 86400.0,
@@ -1377,19 +1396,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output directory: summary.json, jobs.csv, runs.csv, report.html")
     g.add_argument("--no-html", action="store_true", help="skip the HTML report")
     g.add_argument("--quiet", action="store_true", help="print only the output paths")
-    g = ap.add_argument_group("sweeps (grid, one process per point, one comparison table)")
+    g = ap.add_argument_group("sweeps (grid, one simulation per point, one comparison table)")
     g.add_argument("--sweep", action="store_true",
-                   help="sweep the grid given by --sweep-window/--sweep-max-min-runtime/"
-                   "--sweep-hysteresis/--sweep-unallocated-grace (each defaults to the single "
-                   "value above)")
+                   help="sweep the grid given by --sweep-policy/--sweep-window/"
+                   "--sweep-max-min-runtime/--sweep-grace/--sweep-hysteresis/"
+                   "--sweep-unallocated-grace (each defaults to the single value above); "
+                   "writes sweep.csv and sweep.json into --out")
+    g.add_argument("--sweep-policy", type=names(policy.choices), default=None,
+                   help="e.g. fairshare,fifo")
     g.add_argument("--sweep-window", type=durations, default=None, help="e.g. 1d,7d,14d")
     g.add_argument("--sweep-max-min-runtime", type=durations, default=None, help="e.g. 2h,8h,24h")
+    g.add_argument("--sweep-grace", type=durations, default=None, help="e.g. 1m,5m,15m")
     g.add_argument("--sweep-hysteresis", type=floats, default=None, help="e.g. 0,0.1,0.25")
     g.add_argument("--sweep-unallocated-grace", type=durations, default=None,
                    help="e.g. 0,30s,1m,5m")
     g.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="parallel processes for --sweep")
-    return ap
 
 
 def config_from_args(a: argparse.Namespace) -> tuple[SimConfig, ConversionRule]:

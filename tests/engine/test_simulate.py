@@ -216,3 +216,22 @@ def test_cli_sweep_prints_one_table(tmp_path, capsys):
     assert len(table) == 4  # 2 windows x 2 hysteresis values
     assert sorted(line.split()[2] for line in table) == ["0.00", "0.00", "0.20", "0.20"]
     assert json.loads((tmp_path / "sweep.json").read_text())[0]["window_s"] == 3600
+
+
+def test_cli_sweep_of_policies_and_graces_writes_one_csv_row_per_point(tmp_path, capsys):
+    rc = main(["--trace", str(CHRONUS_MIX), "--end", "60", "--cluster", "4x8",
+               "--out", str(tmp_path), "--sweep", "--sweep-policy", "fairshare,fifo",
+               "--sweep-grace", "1m,5m", "--workers", "1"])
+    assert rc == 0
+    table = rows(tmp_path / "sweep.csv")
+    assert [(r["policy"], r["grace_s"]) for r in table] == [
+        ("fairshare", "60.0"), ("fairshare", "300.0"), ("fifo", "60.0"), ("fifo", "300.0")]
+    assert "wall_s" not in table[0]  # the machine's time would make equal sweeps differ
+
+
+def test_cli_sweep_of_an_unknown_policy_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--trace", str(CHRONUS_MIX), "--out", str(tmp_path), "--sweep",
+              "--sweep-policy", "fairshare,lottery"])
+    assert exc.value.code == 2
+    assert "unknown 'lottery'" in capsys.readouterr().err
