@@ -106,6 +106,18 @@ class BudgetNode(models.Model):
         paths = [PATH_SEPARATOR.join(parts[:i]) for i in range(1, len(parts))]
         return BudgetNode.objects.filter(path__in=paths).order_by("path")
 
+    def nearest_managers(self) -> list:
+        """The people who answer for this node: its managers, else those of its nearest
+        ancestor that has managers (a project without a lead answers to its PI)."""
+        managers = list(self.managers.all())
+        if managers or self.parent_id is None:
+            return managers
+        for ancestor in reversed(self.ancestors().prefetch_related("managers")):
+            managers = list(ancestor.managers.all())
+            if managers:
+                return managers
+        return []
+
     def clean(self):
         if self.parent_id and self.pk and (
             self.parent_id == self.pk or self.is_ancestor_of(self.parent)

@@ -1,6 +1,8 @@
 """What the layers below announce, turned into notifications: workload events (owners),
-request threads (deciders, requesters, participants), escalated hosts (operators). Each
-runs after the commit of what it is about, and a failure here is logged, never raised."""
+request threads (deciders, requesters, participants), escalated hosts (operators), expired
+allocations (their managers and the owners of the pending work they covered), idle runs
+(their owners). Each runs after the commit of what it is about, and a failure here is
+logged, never raised."""
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q
@@ -8,12 +10,15 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.urls import reverse
 
-from budgets.models import RequestEntry
+from budgets.models import BudgetNode, RequestEntry
+from budgets.paths import PATH_SEPARATOR
+from budgets.signals import allocation_expired
+from fleet.models import Cluster
 from fleet.signals import host_escalated
 from notifications.kinds import Kind
 from notifications.services import after_commit, notify
-from scheduler.models import Event
-from scheduler.signals import workload_events_recorded
+from scheduler.models import Event, Workload
+from scheduler.signals import run_idle, workload_events_recorded
 
 WORKLOAD_KIND = {
     Event.Kind.STARTED: Kind.WORKLOAD_STARTED,
@@ -111,3 +116,43 @@ def tell_operators(host_id, host_name, reason):
     ).distinct().order_by("username")
     notify(Kind.HOST_ESCALATED, operators, title=f"Host {host_name} needs a human",
            body=reason, link=reverse("scheduler:host", kwargs={"pk": host_id}))
+
+
+@receiver(allocation_expired, dispatch_uid="notifications.allocation_expired")
+def expired(sender, node, cluster, at, **kwargs):
+    after_commit(tell_of_expiry, node.pk, cluster.pk, at)
+
+
+def tell_of_expiry(node_id, cluster_id, at):
+    """The managers of the budget learn that its share went back to its siblings; the owners
+    of its pending allocated work, that it can no longer run allocated there."""
+    node = BudgetNode.objects.get(pk=node_id)
+    cluster = Cluster.objects.get(pk=cluster_id)
+    what = f"The allocation of {node.path} on {cluster.name} expired on {at:%Y-%m-%d %H:%M} UTC"
+    notify(Kind.ALLOCATION_EXPIRED, node.nearest_managers(), title=what,
+           body="Its share returned to its siblings. Ask for shares again to run allocated.",
+           link=reverse("budgets:node", kwargs={"pk": node.pk}))
+    stranded = Workload.objects.filter(
+        cluster=cluster, state=Workload.State.PENDING, min_runtime__gt=0,
+    ).filter(Q(budget=node) | Q(budget__path__startswith=node.path + PATH_SEPARATOR)
+             ).select_related("owner").order_by("pk")
+    for workload in stranded:
+        notify(Kind.ALLOCATION_EXPIRED, [workload.owner],
+               title=f"{what}: {workload.name} (#{workload.pk}) can no longer run allocated",
+               body=workload.queue_reason,
+               link=reverse("scheduler:workload", kwargs={"pk": workload.pk}))
+
+
+@receiver(run_idle, dispatch_uid="notifications.run_idle")
+def idle(sender, run_id, workload_id, owner_id, idle_since, reason, **kwargs):
+    after_commit(tell_idle_owner, workload_id, owner_id, reason)
+
+
+def tell_idle_owner(workload_id, owner_id, reason):
+    workload = Workload.objects.select_related("cluster").get(pk=workload_id)
+    owner = get_user_model().objects.get(pk=owner_id)
+    notify(Kind.RUN_IDLE, [owner],
+           title=f"The GPUs of {workload.name} (#{workload.pk}) on {workload.cluster.name} "
+           "sit idle",
+           body=f"{reason}\nEnd it if you are done: others are waiting for these GPUs.",
+           link=reverse("scheduler:workload", kwargs={"pk": workload.pk}))
