@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from budgets import services
-from budgets.models import Allocation, ReviewCycle, ReviewItem
+from budgets.models import Allocation, BudgetNode, ReviewCycle, ReviewItem
 from budgets.paths import PATH_SEPARATOR
 from budgets.permissions import can_edit_shares, can_schedule_reviews
 from budgets.signals import review_due, review_overdue
@@ -260,3 +260,17 @@ def progress_by_decider(items) -> tuple[Progress, list[DecidingGroup]]:
         group.items.append(item)
         group.progress.add(item)
     return overall, sorted(groups.values(), key=lambda g: g.parent.path)
+
+
+def name_deciders(groups: list[DecidingGroup], organisation) -> None:
+    """Set ``group.deciders``: the managers of each group's node, or of its nearest ancestor
+    that has some, from one read of the organisation's managers."""
+    managers = {
+        node.path: list(node.managers.all())
+        for node in BudgetNode.objects.subtree(organisation.path).prefetch_related("managers")
+    }
+    for group in groups:
+        path = group.parent.path
+        while not managers.get(path) and PATH_SEPARATOR in path:
+            path = path.rpartition(PATH_SEPARATOR)[0]
+        group.deciders = managers.get(path, [])

@@ -548,8 +548,7 @@ def _review_context(request, cycle, error=None):
     overall, groups = reviews.progress_by_decider(items)
     if mine:  # the children of the nodes the user manages, decided or not
         groups = [g for g in groups if can_edit_shares(request.user, g.items[0].node)]
-    for group in groups:
-        group.deciders = group.parent.nearest_managers()
+    reviews.name_deciders(groups, cycle.organisation)
     return {"cycle": cycle, "overall": overall, "groups": groups, "mine": mine, "error": error}
 
 

@@ -233,3 +233,34 @@ def test_what_the_pi_decides_are_the_children_of_the_nodes_they_manage(org, cycl
     assert [g.parent.path for g in page.context["groups"]] == [
         "org/prog-a", "org/prog-a/proj-a1"
     ]
+
+
+def test_the_cycle_page_reads_a_fixed_number_of_queries(org, cycle, client_for):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from budgets.models import BudgetNode
+
+    client = client_for("ceo")
+
+    def count():
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(reverse("budgets:review", args=[cycle.pk])).status_code == 200
+        return len(queries)
+
+    before = count()
+    for k in range(5):  # five more projects, each with a researcher below: five more groups
+        project = BudgetNode.objects.create(parent=org.prog_b, slug=f"p{k}", name=f"P{k}",
+                                            kind="project")
+        leaf = BudgetNode.objects.create(parent=project, slug="r", name="R", kind="researcher")
+        for node in (project, leaf):
+            ReviewItem.objects.create(cycle=cycle, node=node, cluster=org.cluster, shares=10)
+    assert count() == before
+
+
+def test_each_group_names_its_deciders(org, cycle, client_for):
+    page = client_for("ceo").get(reverse("budgets:review", args=[cycle.pk]))
+    deciders = {g.parent.path: [u.username for u in g.deciders] for g in page.context["groups"]}
+    # Program B has no manager: the CEO decides below it
+    assert deciders == {"org": ["ceo"], "org/prog-a": ["pi"], "org/prog-a/proj-a1": ["lead"],
+                        "org/prog-b": ["ceo"]}
