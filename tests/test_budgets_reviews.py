@@ -154,3 +154,20 @@ def test_only_the_organisation_s_managers_schedule_reviews(org):
             reviews.schedule_cycle(org.users[persona], org.root, name="x", opens_at=NOW,
                                    due_at=NOW + timedelta(days=3))
     assert not ReviewCycle.objects.exists()
+
+
+def test_the_beat_task_opens_a_cycle_whose_moment_has_come(org):
+    from django.conf import settings
+
+    from budgets.tasks import run_review_cycles
+    from portal.celery import app
+
+    entry = settings.CELERY_BEAT_SCHEDULE["run-review-cycles"]
+    assert entry["task"] == run_review_cycles.name == "budgets.run_review_cycles"
+    app.loader.import_default_modules()
+    assert entry["task"] in app.tasks
+    due = ReviewCycle.objects.create(organisation=org.root, name="due", created_by=org.ceo,
+                                     opens_at=NOW - timedelta(minutes=5),
+                                     due_at=NOW + timedelta(days=14))
+    assert run_review_cycles.apply().get() == 1
+    assert (ReviewCycle.objects.get(pk=due.pk).state, due.items.count()) == ("open", 6)
