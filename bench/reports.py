@@ -100,8 +100,10 @@ def child(args) -> int:
             cursor.execute("ANALYZE")
         print(f"{vendor}: seeded a year for a 1,024-GPU cluster in "
               f"{time.perf_counter() - started:.0f} s", flush=True)
+    ceo = User.objects.get(username="bench-ceo")
+    cycle = _review_cycle(ceo)
     client = Client()
-    client.force_login(User.objects.get(username="bench-ceo"))
+    client.force_login(ceo)
     pages = {
         "dashboards": "/reports/dashboards/",
         "cluster day": f"/reports/dashboards/{cluster}/?range=day",
@@ -114,6 +116,8 @@ def child(args) -> int:
         "review csv month": f"/reports/review/{cluster}/report.csv?period=month",
         "review trends week": f"/reports/review/{cluster}/trends/?period=week",
         "idle allocations": "/reports/idle/",
+        "review cycles": "/budgets/reviews/",
+        "review cycle": f"/budgets/reviews/{cycle.pk}/",
     }
     worst = 0.0
     for name, url in pages.items():
@@ -135,6 +139,27 @@ def child(args) -> int:
     print(f"{vendor:<10} target p95 < 200 ms on every page: {verdict} (worst {worst:.0f} ms, "
           f"{args.n} requests per page)")
     return 0
+
+
+def _review_cycle(ceo):
+    """The organisation's budget review under way: every allocation under review, half of
+    them decided."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets import reviews
+    from budgets.models import BudgetNode, ReviewCycle
+
+    root = BudgetNode.objects.get(parent=None)
+    cycle = ReviewCycle.objects.filter(organisation=root).first()
+    if cycle is None:
+        now = timezone.now()
+        cycle = reviews.schedule_cycle(ceo, root, name="bench", opens_at=now,
+                                       due_at=now + timedelta(days=14))
+        for item in list(cycle.items.select_related("node", "cluster", "cycle"))[::2]:
+            reviews.confirm(ceo, item)
+    return cycle
 
 
 def main() -> int:

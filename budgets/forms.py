@@ -93,3 +93,35 @@ class RemovePersonForm(forms.Form):
         super().__init__(*args, **kwargs)
         if leaves is not None:
             self.fields["move_to"].queryset = leaves
+
+
+class ReviewCycleForm(forms.Form):
+    organisation = forms.ModelChoiceField(queryset=BudgetNode.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=100, help_text="Such as 2027 Q1.")
+    opens_at = forms.DateTimeField(
+        label="Opens (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    due_at = forms.DateTimeField(
+        label="Deadline (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    repeat_months = forms.IntegerField(
+        min_value=1, max_value=24, required=False, label="Repeat every (months)",
+        help_text="3: quarterly; empty: once.",
+    )
+
+    def __init__(self, *args, organisations=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if organisations is not None:
+            self.fields["organisation"].queryset = organisations
+
+
+class ReviewDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("confirm", "Confirm"), ("change", "Change")])
+    shares = forms.IntegerField(min_value=1, max_value=MAX_SHARES, required=False)
+    comment = forms.CharField(max_length=2000, required=False)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("decision") == "change" and data.get("shares") is None and not self.errors:
+            self.add_error("shares", "Give the new shares.")
+        return data

@@ -2,11 +2,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import IntegrityError, models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from budgets.paths import PATH_SEPARATOR
-from budgets.permissions import restrict_nodes, restrict_requests
+from budgets.permissions import restrict_nodes, restrict_requests, restrict_review_items
 from fleet.models import Cluster
 
 MAX_SHARES = 1_000_000
@@ -105,6 +105,19 @@ class BudgetNode(models.Model):
         parts = self.path.split(PATH_SEPARATOR)
         paths = [PATH_SEPARATOR.join(parts[:i]) for i in range(1, len(parts))]
         return BudgetNode.objects.filter(path__in=paths).order_by("path")
+
+    def answering_node(self) -> "BudgetNode | None":
+        """The node whose managers answer for this one: itself if it has managers, else its
+        nearest ancestor that has some (a project without a lead answers to its PI)."""
+        for node in [self, *reversed(self.ancestors())]:
+            if node.managers.exists():
+                return node
+        return None
+
+    def nearest_managers(self) -> list:
+        """The managers of the answering node (nobody in a tree without managers)."""
+        answering = self.answering_node()
+        return list(answering.managers.all()) if answering else []
 
     def clean(self):
         if self.parent_id and self.pk and (
@@ -374,3 +387,95 @@ class MembershipChange(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("the membership audit log is append-only")
+
+
+class ReviewCycle(models.Model):
+    """One round of an organisation's budget review (quarterly, say): from ``opens_at`` the
+    managers of every node confirm or change the allocations of its children, by ``due_at``.
+    Those still unconfirmed then are flagged to the managers one level up. With
+    ``repeat_months`` the next round is scheduled when this one closes."""
+
+    class State(models.TextChoices):
+        SCHEDULED = "scheduled"
+        OPEN = "open"
+        CLOSED = "closed"
+
+    organisation = models.ForeignKey(
+        BudgetNode, on_delete=models.CASCADE, related_name="review_cycles",
+        limit_choices_to={"parent": None},
+    )
+    name = models.CharField(max_length=100)
+    opens_at = models.DateTimeField()
+    due_at = models.DateTimeField()
+    repeat_months = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(24)],
+        help_text="Schedule the next cycle this many months later (3: quarterly); empty: once.",
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.SCHEDULED)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-opens_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(due_at__gt=F("opens_at")),
+                                   name="review_due_after_opening"),
+            models.UniqueConstraint(fields=["organisation", "name"],
+                                    name="one_review_cycle_name_per_organisation"),
+        ]
+
+    def __str__(self):
+        return f"{self.organisation.path}: {self.name}"
+
+
+class ReviewItemQuerySet(models.QuerySet):
+    def restrict(self, user):
+        return restrict_review_items(self, user)
+
+
+class ReviewItem(models.Model):
+    """One allocation under review in a cycle: the managers above its node confirm it as it
+    is or change its shares (through the audit log), once."""
+
+    class Decision(models.TextChoices):
+        PENDING = "pending"
+        CONFIRMED = "confirmed"
+        CHANGED = "changed"
+
+    cycle = models.ForeignKey(ReviewCycle, on_delete=models.CASCADE, related_name="items")
+    node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="review_items")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    shares = models.PositiveIntegerField(help_text="The shares when the cycle opened.")
+    decision = models.CharField(
+        max_length=10, choices=Decision.choices, default=Decision.PENDING
+    )
+    new_shares = models.PositiveIntegerField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decided_by_name = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # Still pending at the deadline: flagged to the managers one level above the deciders.
+    flagged_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ReviewItemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["node__path", "cluster__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cycle", "node", "cluster"],
+                                    name="one_review_item_per_allocation"),
+        ]
+
+    def __str__(self):
+        return f"{self.cycle}: {self.node.path}@{self.cluster.name} {self.decision}"
+
+    @property
+    def late(self) -> bool:
+        """Decided after the deadline flagged it."""
+        return self.flagged_at is not None and self.decision != self.Decision.PENDING

@@ -12,6 +12,9 @@
   subtrees they review; they change nothing.
 - People: a manager of X adds and removes the managers, members and reviewers of X and of
   every node below it (the CEO, manager of the root, everywhere).
+- Review cycles: the managers of an organisation's root (the CEO) schedule them; a manager
+  confirms or changes the allocations strictly below their node (the same rule as editing
+  shares); managers and reviewers follow the progress of their subtrees.
 """
 
 from django.db.models import Q, Value
@@ -171,3 +174,30 @@ def can_pass_up(user, change_request) -> bool:
 def can_manage_people(user, node) -> bool:
     """Add or remove the managers, members and reviewers of the node."""
     return roles(user).manages(node.path)
+
+
+def can_schedule_reviews(user, organisation) -> bool:
+    return organisation.parent_id is None and roles(user).manages_directly(organisation.path)
+
+
+def can_follow_reviews(user) -> bool:
+    who = roles(user)
+    return who.superuser or bool(who.managed or who.reviewing)
+
+
+def can_review(user, item) -> bool:
+    """Confirm or change one allocation under review (while it waits for a decision)."""
+    return item.decision == "pending" and item.cycle.state != "scheduled" and can_edit_shares(
+        user, item.node
+    )
+
+
+def restrict_review_items(queryset, user):
+    """The review items of the subtrees the user manages or reviews (everything: the CEO)."""
+    who = roles(user)
+    if who.superuser:
+        return queryset
+    condition = Q(pk__in=[])
+    for path in [*who.managed, *who.reviewing]:
+        condition |= Q(node__path=path) | Q(node__path__startswith=path + PATH_SEPARATOR)
+    return queryset.filter(condition)

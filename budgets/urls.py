@@ -20,5 +20,8 @@ urlpatterns = [
     path("requests/<int:pk>/", views.request_detail, name="request"),
     path("requests/<int:pk>/withdraw/", views.request_withdraw, name="request_withdraw"),
     path("requests/<int:pk>/comment/", views.request_comment, name="request_comment"),
+    path("reviews/", views.review_list, name="reviews"),
+    path("reviews/<int:pk>/", views.review_detail, name="review"),
+    path("reviews/items/<int:pk>/decide/", views.review_item_decide, name="review_item_decide"),
     path("requests/<int:pk>/pass-up/", views.request_pass_up, name="request_pass_up"),
 ]

@@ -5,7 +5,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from budgets import people, services
+from budgets import people, reviews, services
 from budgets.forms import (
     AddPersonForm,
     ChangeRequestForm,
@@ -14,6 +14,8 @@ from budgets.forms import (
     DecisionForm,
     MoveForm,
     RemovePersonForm,
+    ReviewCycleForm,
+    ReviewDecisionForm,
     SharesForm,
 )
 from budgets.models import (
@@ -22,14 +24,19 @@ from budgets.models import (
     BudgetNode,
     ChangeRequest,
     MembershipChange,
+    ReviewCycle,
+    ReviewItem,
     ScheduledShareChange,
 )
 from budgets.permissions import (
     can_decide,
     can_edit_shares,
+    can_follow_reviews,
     can_manage_people,
     can_pass_up,
     can_request_change,
+    can_review,
+    can_schedule_reviews,
     roles,
 )
 from common.errors import ServiceError
@@ -478,3 +485,116 @@ def node_add_child(request, pk):
     status = UNPROCESSABLE if request.method == "POST" else 200
     return render(request, "budgets/node_add_child.html", {"parent": parent, "form": form},
                   status=status)
+
+
+def _require_reviews(user):
+    if not can_follow_reviews(user):
+        raise PermissionDenied("Budget reviews are followed by managers and reviewers.")
+
+
+def _schedulable_organisations(user):
+    return [root for root in BudgetNode.objects.filter(parent=None)
+            if can_schedule_reviews(user, root)]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def review_list(request):
+    """The review cycles, their progress in the subtrees the user follows, and (for the
+    managers of an organisation) a form to schedule the next one."""
+    _require_reviews(request.user)
+    organisations = _schedulable_organisations(request.user)
+    form = ReviewCycleForm(
+        request.POST or None,
+        organisations=BudgetNode.objects.filter(pk__in=[o.pk for o in organisations]),
+    ) if organisations else None
+    status = 200
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("Only the managers of an organisation schedule its reviews.")
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                cycle = reviews.schedule_cycle(
+                    request.user, data["organisation"], name=data["name"],
+                    opens_at=data["opens_at"], due_at=data["due_at"],
+                    repeat_months=data["repeat_months"],
+                )
+            except services.BudgetError as error:
+                form.add_error(error.field if error.field in form.fields else None, str(error))
+            else:
+                messages.success(request, f"Review {cycle.name} scheduled.")
+                return redirect("budgets:review", pk=cycle.pk)
+        status = UNPROCESSABLE
+    visible = ReviewItem.objects.restrict(request.user)
+    cycles = list(ReviewCycle.objects.select_related("organisation"))
+    progress = {cycle.pk: reviews.Progress() for cycle in cycles}
+    for item in visible.filter(cycle__in=cycles).only("cycle_id", "decision", "flagged_at"):
+        progress[item.cycle_id].add(item)
+    for cycle in cycles:
+        cycle.progress = progress[cycle.pk]
+    return render(request, "budgets/reviews.html", {"cycles": cycles, "form": form},
+                  status=status)
+
+
+def _review_context(request, cycle, error=None):
+    items = list(
+        ReviewItem.objects.restrict(request.user).filter(cycle=cycle)
+        .select_related("node__parent", "cluster", "cycle")
+    )
+    for item in items:
+        item.can_review = can_review(request.user, item)
+    mine = request.GET.get("mine") == "1"
+    overall, groups = reviews.progress_by_decider(items)
+    if mine:  # the children of the nodes the user manages, decided or not
+        groups = [g for g in groups if can_edit_shares(request.user, g.items[0].node)]
+    reviews.name_deciders(groups, cycle.organisation)
+    return {"cycle": cycle, "overall": overall, "groups": groups, "mine": mine, "error": error}
+
+
+@login_required
+def review_detail(request, pk):
+    """A cycle's progress: overall and per deciding node, each allocation confirmed, changed,
+    pending or flagged; the user decides the items below the nodes they manage (htmx swaps
+    ``#review-body``)."""
+    _require_reviews(request.user)
+    cycle = get_object_or_404(ReviewCycle.objects.select_related("organisation"), pk=pk)
+    template = "budgets/_review_body.html" if request.htmx else "budgets/review_detail.html"
+    return render(request, template, _review_context(request, cycle))
+
+
+@login_required
+@require_POST
+def review_item_decide(request, pk):
+    """Confirm an allocation under review, or change its shares."""
+    _require_reviews(request.user)
+    item = get_object_or_404(
+        ReviewItem.objects.restrict(request.user).select_related("cycle", "node", "cluster"),
+        pk=pk,
+    )
+    form = ReviewDecisionForm(request.POST)
+    error, status = None, 200
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            if data["decision"] == "confirm":
+                reviews.confirm(request.user, item, comment=data["comment"])
+            else:
+                reviews.change(request.user, item, data["shares"], comment=data["comment"])
+        except reviews.AlreadyReviewed as conflict:
+            error, status = str(conflict), 409
+        except services.BudgetError as refused:
+            error, status = str(refused), UNPROCESSABLE
+    else:
+        error = " ".join(message for messages_ in form.errors.values() for message in messages_)
+        status = UNPROCESSABLE
+    if error:
+        error = f"{item.node.name} on {item.cluster.name}: {error}"
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, f"{item.node.path} on {item.cluster.name}: {item.decision}.")
+        return redirect("budgets:review", pk=item.cycle_id)
+    return render(request, "budgets/_review_body.html",
+                  _review_context(request, item.cycle, error=error), status=status)

@@ -8,6 +8,7 @@
     timeshare budgets
     timeshare requests           # change requests; approve / reject / withdraw / create
     timeshare members org/prog-a # people of a budget; add / remove / find
+    timeshare reviews            # budget review cycles; show ID, confirm / change ITEM
     timeshare hosts              # hosts; drain / return (operators)
 
 The portal and token come from TIMESHARE_URL / TIMESHARE_TOKEN or ~/.config/timeshare/config:
@@ -346,6 +347,44 @@ def cmd_members(client: Client, args):
     return result
 
 
+def cmd_reviews(client: Client, args):
+    action = args.action or "list"
+    if action == "list":
+        cycles = client.pages("reviews/")
+        if not args.json:
+            table([[c["id"], c["name"], c["organisation"], when(c["opens_at"]),
+                    when(c["due_at"]), c["state"],
+                    f"{c['progress']['confirmed'] + c['progress']['changed']}/"
+                    f"{c['progress']['total']}", c["progress"]["flagged"]] for c in cycles],
+                  ["ID", "NAME", "ORGANISATION", "OPENS", "DEADLINE", "STATE", "DECIDED",
+                   "FLAGGED"])
+        return cycles
+    if not args.target or not args.target.isdigit():
+        what = "the cycle's" if action == "show" else "the item's"
+        raise UsageError(f"reviews {action} ID: give {what} number")
+    if action == "show":
+        items = client.pages("review-items/", cycle=args.target,
+                             to_decide="true" if args.to_decide else None)
+        if not args.json:
+            table([[i["id"], i["budget"], i["cluster"], i["shares"],
+                    i["decision"] + (f" to {i['new_shares']}" if i["new_shares"] else ""),
+                    i["decided_by_name"], "yes" if i["flagged"] else "",
+                    "yes" if i["can_decide"] else ""] for i in items],
+                  ["ITEM", "BUDGET", "CLUSTER", "SHARES", "DECISION", "BY", "OVERDUE",
+                   "YOU_DECIDE"])
+        return items
+    body = {"comment": args.comment or ""}
+    if action == "change":
+        if args.shares is None:
+            raise UsageError("reviews change ITEM SHARES: give the new shares")
+        body["shares"] = args.shares
+    result = client.post(f"review-items/{args.target}/{action}/", body)
+    if not args.json:
+        print(f"{result['budget']} on {result['cluster']}: {result['decision']}"
+              + (f" to {result['new_shares']} shares." if result["new_shares"] else "."))
+    return result
+
+
 def _host_id(client: Client, name_or_id: str) -> str:
     if name_or_id.isdigit():
         return name_or_id
@@ -469,6 +508,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", help="why (kept in the membership log)")
     p.add_argument("--move-to", help="a leaving member's pending work moves to this leaf "
                    "budget instead of being cancelled")
+
+    p = sub("reviews", cmd_reviews,
+            "budget reviews: list (default), show CYCLE_ID, confirm ITEM, change ITEM SHARES")
+    p.add_argument("action", nargs="?", choices=["list", "show", "confirm", "change"])
+    p.add_argument("target", nargs="?", help="the cycle's ID (show) or the item's (decide)")
+    p.add_argument("shares", nargs="?", type=int, help="the new shares (change)")
+    p.add_argument("--to-decide", action="store_true", help="only the items you may decide")
+    p.add_argument("--comment", help="why (kept with the decision)")
 
     p = sub("hosts", cmd_hosts, "hosts; `hosts drain HOST --reason ...`, `hosts return HOST`")
     p.add_argument("action", nargs="?", choices=["list", "drain", "return", "repair"])

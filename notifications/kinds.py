@@ -13,6 +13,10 @@ class Kind(models.TextChoices):
     REQUEST_DECIDED = "request_decided", "Your request was decided"
     REQUEST_COMMENTED = "request_commented", "A comment on a request you follow"
     ALLOCATION_EXPIRING = "allocation_expiring", "An allocation you manage expires soon"
+    ALLOCATION_EXPIRED = "allocation_expired", "An allocation you manage or use expired"
+    REVIEW_DUE = "review_due", "A budget review waits for you"
+    REVIEW_OVERDUE = "review_overdue", "A budget review is overdue"
+    RUN_IDLE = "run_idle", "Your workload's GPUs sit idle"
     HOST_ESCALATED = "host_escalated", "A host needs a human (operators)"
 
 
@@ -28,8 +32,9 @@ class Timing(models.TextChoices):
     DIGEST = "digest", "Daily digest"
 
 
-# Researchers hear of what breaks their work (preemptions, failures, someone else's cancel)
-# by email too, managers of requests to decide; the rest stays in the app.
+# Researchers hear of what breaks their work (preemptions, failures, someone else's cancel,
+# an expired allocation) and of GPUs they hold idle by email too, managers of requests and
+# reviews to decide; the rest stays in the app.
 DEFAULT_CHANNEL = {
     Kind.WORKLOAD_STARTED: Channel.IN_APP,
     Kind.WORKLOAD_PREEMPTED: Channel.BOTH,
@@ -40,6 +45,10 @@ DEFAULT_CHANNEL = {
     Kind.REQUEST_DECIDED: Channel.BOTH,
     Kind.REQUEST_COMMENTED: Channel.IN_APP,
     Kind.ALLOCATION_EXPIRING: Channel.BOTH,
+    Kind.ALLOCATION_EXPIRED: Channel.BOTH,
+    Kind.REVIEW_DUE: Channel.BOTH,
+    Kind.REVIEW_OVERDUE: Channel.BOTH,
+    Kind.RUN_IDLE: Channel.BOTH,
     Kind.HOST_ESCALATED: Channel.BOTH,
 }
 

@@ -76,12 +76,11 @@ def send_daily_digests() -> int:
     return sent
 
 
-
-
 @shared_task(name="notifications.warn_expiring_allocations", ignore_result=True)
 def warn_expiring_allocations(now=None) -> int:
     """The managers of a budget whose allocation expires within a week are told, once (a
-    conditional update claims each allocation); without managers, those of its parent."""
+    conditional update claims each allocation); without managers, those of the nearest
+    ancestor that has some."""
     from notifications.services import notify
 
     now = now or timezone.now()
@@ -96,11 +95,8 @@ def warn_expiring_allocations(now=None) -> int:
         if not claimed:
             continue
         node = allocation.node
-        owners = list(node.managers.all()) or (
-            list(node.parent.managers.all()) if node.parent else []
-        )
         notify(
-            Kind.ALLOCATION_EXPIRING, owners,
+            Kind.ALLOCATION_EXPIRING, node.nearest_managers(),
             title=f"The allocation of {node.path} on {allocation.cluster.name} expires on "
             f"{allocation.expires_at:%Y-%m-%d %H:%M} UTC",
             body=f"{allocation.shares} shares; then its share returns to its siblings and its "

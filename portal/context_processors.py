@@ -19,6 +19,8 @@ def navigation(request):
         # reports.permissions.require_budget_rows: a budget they manage or belong to
         "may_reports": who.superuser or bool(who.managed or who.member_of),
         "may_what_if": who.superuser or bool(who.managed),  # reports.permissions.require_what_if
+        # budgets.permissions.can_follow_reviews
+        "may_reviews": who.superuser or bool(who.managed or who.reviewing),
     }
 
 

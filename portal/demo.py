@@ -3,7 +3,9 @@ inside an institute large enough to look real. Seeding is idempotent and never o
 shares that somebody changed since.
 
 ``seed(since=...)`` dates the initial budgets back to ``since`` and adds the budget history of
-those days (one approved change request, one waiting for the CEO); ``seed_history`` then gives
+those days (one approved change request, one waiting for the CEO); every seed opens the
+quarter's budget review if the institute has none (the PI has confirmed Program A's projects,
+the rest waits). ``seed_history`` then gives
 the demo clusters that past: the Philly trace's days before the live load's start, replayed
 in real time with the demo load's rule (``scheduler.replay``) through the simulator and
 written like the live loop writes (``scheduler.history``)."""
@@ -15,8 +17,8 @@ from django.db import transaction
 from django.db.models import Min
 from django.utils import timezone
 
-from budgets import services
-from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest
+from budgets import reviews, services
+from budgets.models import Allocation, AllocationChange, BudgetNode, ChangeRequest, ReviewCycle
 from fleet.models import CapacityRollup, Cluster, Host
 from scheduler.models import OccupancySample, Workload
 
@@ -172,7 +174,27 @@ def seed(since=None, now=None) -> dict[str, str]:
             if not Allocation.objects.filter(node=node, cluster=clusters[cluster_name]).exists():
                 _allocate(users["ceo"], node, clusters[cluster_name], path, value, since, now,
                           users)
+    _open_review(root, nodes, users, now)
     return {username: description for username, (_, description) in PEOPLE.items()}
+
+
+# The quarter's review opened three days ago, due in eleven days, repeated quarterly; the PI
+# has confirmed Program A's projects already.
+REVIEW = {"opened_days_ago": 3, "days": 14, "confirmed_by": "pi",
+          "confirmed": ["prog-a/proj-a1", "prog-a/proj-a2"],
+          "comment": "On track with the plan for the quarter."}
+
+
+def _open_review(root, nodes, users, now) -> None:
+    if ReviewCycle.objects.filter(organisation=root).exists():
+        return
+    opens = now - timedelta(days=REVIEW["opened_days_ago"])
+    cycle = reviews.schedule_cycle(
+        users["ceo"], root, name=f"{opens:%Y} Q{(opens.month - 1) // 3 + 1}", opens_at=opens,
+        due_at=opens + timedelta(days=REVIEW["days"]), repeat_months=3, now=now,
+    )
+    for item in cycle.items.filter(node__in=[nodes[p] for p in REVIEW["confirmed"]]):
+        reviews.confirm(users[REVIEW["confirmed_by"]], item, comment=REVIEW["comment"])
 
 
 HISTORY_FAILURES = 0.03  # host failures per host-day (real days): a few a week on h100

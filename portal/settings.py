@@ -278,6 +278,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "notifications.warn_expiring_allocations",
         "schedule": 3600.0,
     },
+    "run-review-cycles": {
+        "task": "budgets.run_review_cycles",
+        "schedule": 600.0,
+        "options": {"expires": 300},
+    },
     "apply-share-changes": {  # ends of boosts, on the minute
         "task": "budgets.apply_share_changes",
         "schedule": 60.0,

@@ -50,6 +50,11 @@ def optional_at(epoch: float | None) -> datetime | None:
     return None if epoch is None else at(epoch)
 
 
+def gib(mib: float | None) -> float | None:
+    """GPU memory as pages show it (telemetry reports MiB, as NVML and DCGM do)."""
+    return None if mib is None else mib / 1024
+
+
 @dataclass
 class Collection:
     """What one collection did: the stretch read, rollup rows written, runs flagged idle."""

@@ -30,6 +30,7 @@ from scheduler.permissions import (
 )
 from scheduler.status import tick_outage
 from scheduler.templatetags.scheduler_extras import span
+from scheduler.utilization import gib
 
 UNPROCESSABLE = 422
 PAGE_SIZE = 50
@@ -200,24 +201,32 @@ def workload_cancel(request, pk):
 
 def _utilization(workload, runs) -> dict | None:
     """The workload's GPU busy fraction from the utilization rollups: overall, per run
-    (``run.busy``) and per clock hour for the sparkline. None without telemetry."""
+    (``run.busy``) and per clock hour for the sparkline; and the peak memory used on one GPU
+    (``run.memory_gib``), where the telemetry knows it. None without telemetry."""
     hourly: dict = defaultdict(lambda: [0.0, 0.0])
     by_run: dict = defaultdict(lambda: [0.0, 0.0])
-    for run_id, hour, measured, busy in UtilizationRollup.objects.filter(
+    memory_by_run: dict = {}
+    for run_id, hour, measured, busy, memory in UtilizationRollup.objects.filter(
         run__workload=workload
-    ).values_list("run_id", "hour", "gpu_seconds", "busy_gpu_seconds").order_by("hour"):
+    ).values_list(
+        "run_id", "hour", "gpu_seconds", "busy_gpu_seconds", "memory_mib_max"
+    ).order_by("hour"):
         for bucket in (hourly[hour], by_run[run_id]):
             bucket[0] += measured
             bucket[1] += busy
+        if memory is not None:
+            memory_by_run[run_id] = max(memory_by_run.get(run_id, 0.0), memory)
     for run in runs:
         measured, busy = by_run.get(run.pk, (0.0, 0.0))
         run.busy = busy / measured if measured else None
+        run.memory_gib = gib(memory_by_run.get(run.pk))
     measured = sum(m for m, _ in hourly.values())
     if not measured:
         return None
     points = [(hour, busy / m) for hour, (m, busy) in hourly.items() if m]
     return {
         "busy": sum(b for _, b in hourly.values()) / measured,
+        "memory_gib": gib(max(memory_by_run.values(), default=None)),
         "figure": utilization_sparkline(points, workload.cluster.idle_threshold),
         "idle": any(run.idle_flagged_at and run.ended is None for run in runs),
     }

@@ -7,10 +7,13 @@ The operations are walked by hand (schemathesis' pytest plugin does not run unde
 pytest), each with a bounded Hypothesis run: EXAMPLES per operation and mode, no deadline,
 derandomized so that a failure reproduces."""
 
+from datetime import timedelta
+
 import pytest
 import schemathesis
 from django.core import signals
 from django.db import close_old_connections
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import (
@@ -22,7 +25,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from budgets import services
+from budgets import reviews, services
 from portal.wsgi import application
 
 EXAMPLES = 10
@@ -58,12 +61,17 @@ def known_objects(fleet) -> dict[str, dict]:
     org = fleet.org
     change = services.request_change(org.lead, org.proj_a1, org.cluster, shares=75,
                                       reason="schemathesis")
+    now = timezone.now()
+    cycle = reviews.schedule_cycle(org.ceo, org.root, name="schemathesis", opens_at=now,
+                                   due_at=now + timedelta(days=14))
     return {
         "/workloads/": {"id": fleet.run_w.pk},
         "/budgets/": {"id": org.proj_a1.pk},
         "/hosts/": {"id": fleet.h100_1.pk},
         "/requests/": {"id": change.pk},
         "/clusters/": {"name": "h100"},
+        "/reviews/": {"id": cycle.pk},
+        "/review-items/": {"id": cycle.items.first().pk},
     }
 
 

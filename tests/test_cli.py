@@ -404,3 +404,49 @@ def test_two_submissions_carry_two_keys(timeshare, losing_proxy):
     for name in ("one.py", "two.py"):
         ok(timeshare("researcher", *SUBMIT, "python", name, url=proxy.url))
     assert len(set(proxy.keys)) == 2
+
+
+def test_reviews_list_show_and_decide(timeshare, fleet, shares_of):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets import reviews
+    from budgets.models import ReviewItem
+
+    org = fleet.org
+    now = timezone.now()
+    cycle = reviews.schedule_cycle(org.ceo, org.root, name="2027 Q1", opens_at=now,
+                                   due_at=now + timedelta(days=14))
+    listed = ok(timeshare("pi", "reviews")).splitlines()
+    assert listed[0].split() == ["ID", "NAME", "ORGANISATION", "OPENS", "DEADLINE", "STATE",
+                                 "DECIDED", "FLAGGED"]
+    assert "0/4" in listed[1]  # the four allocations of Program A's subtree
+    shown = ok(timeshare("pi", "reviews", "show", str(cycle.pk), "--to-decide")).splitlines()
+    assert sorted(line.split()[1] for line in shown[1:]) == [
+        "org/prog-a/proj-a1", "org/prog-a/proj-a1/exp-1", "org/prog-a/proj-a2"
+    ]
+    a2 = ReviewItem.objects.get(cycle=cycle, node=org.proj_a2)
+    out = ok(timeshare("pi", "reviews", "change", str(a2.pk), "20", "--comment", "winding down"))
+    assert out.strip() == "org/prog-a/proj-a2 on h100: changed to 20 shares."
+    assert shares_of(org.proj_a2) == 20
+    refused(timeshare("pi", "reviews", "confirm", str(a2.pk)), "already changed by pi")
+
+
+def test_reviews_refusals_are_one_line(timeshare, fleet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets import reviews
+    from budgets.models import ReviewItem
+
+    org = fleet.org
+    now = timezone.now()
+    cycle = reviews.schedule_cycle(org.ceo, org.root, name="2027 Q1", opens_at=now,
+                                   due_at=now + timedelta(days=14))
+    a1 = ReviewItem.objects.get(cycle=cycle, node=org.proj_a1)
+    refused(timeshare("lead", "reviews", "confirm", str(a1.pk)),
+            "Only the managers above org/prog-a/proj-a1")
+    refused(timeshare("researcher", "reviews"), "followed by managers and reviewers")
+    assert ReviewItem.objects.get(pk=a1.pk).decision == "pending"

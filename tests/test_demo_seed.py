@@ -11,14 +11,14 @@ from django.core.management import call_command
 from django.db.models import Max, Sum
 from django.utils import timezone
 
-from budgets.models import AllocationChange, ChangeRequest
+from budgets.models import AllocationChange, ChangeRequest, ReviewCycle, ReviewItem
 from fleet.models import CapacityRollup, Cluster, Host, HostEvent
 from portal import demo
 from scheduler import loop
 from scheduler.models import Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 
 MODELS = [Workload, Run, RunGPU, Event, HostEvent, OccupancySample, UsageRollup, CapacityRollup,
-          AllocationChange, ChangeRequest, Host]
+          AllocationChange, ChangeRequest, Host, ReviewCycle, ReviewItem]
 
 
 @pytest.fixture
@@ -166,6 +166,19 @@ def test_change_requests_one_approved_one_pending_for_the_ceo(seeded):
     assert pending.node.parent.managers.filter(username="ceo").exists()
     # today's shares are the demo's (the 35% example holds)
     assert approved.node.allocations.get(cluster=approved.cluster).shares == 30
+
+
+def test_the_quarter_s_review_is_open_with_program_a_s_projects_confirmed(seeded):
+    cycle = ReviewCycle.objects.get()
+    assert (cycle.state, cycle.repeat_months) == ("open", 3)
+    # two projects of Program A, on both clusters: Pretraining and Post-training
+    assert sorted(cycle.items.filter(decision="confirmed").values_list(
+        "node__path", "cluster__name", "decided_by__username"
+    )) == [
+        ("institute/prog-a/proj-a1", "b200", "pi"), ("institute/prog-a/proj-a1", "h100", "pi"),
+        ("institute/prog-a/proj-a2", "b200", "pi"), ("institute/prog-a/proj-a2", "h100", "pi"),
+    ]
+    assert cycle.items.filter(decision="pending").count() == cycle.items.count() - 4
 
 
 def test_the_live_loop_takes_over(seeded):

@@ -5,8 +5,8 @@ import re
 import pytest
 from django.urls import reverse
 
-ALL = ["Home", "Budgets", "Requests", "History", "Reports", "Dashboards", "What-if", "Workloads",
-       "Hosts"]
+ALL = ["Home", "Budgets", "Requests", "History", "Reviews", "Reports", "Dashboards", "What-if",
+       "Workloads", "Hosts"]
 
 
 def navigation(html: str) -> dict[str, str]:
@@ -21,8 +21,9 @@ def navigation(html: str) -> dict[str, str]:
         ("ceo", ALL),
         ("pi", ALL),
         ("lead", ALL),  # manages project A1: what-ifs of its subtree
-        ("researcher", [n for n in ALL if n != "What-if"]),
-        ("operator", [n for n in ALL if n not in ("Reports", "What-if")]),  # no budget of theirs
+        ("researcher", [n for n in ALL if n not in ("Reviews", "What-if")]),
+        # no budget of theirs
+        ("operator", [n for n in ALL if n not in ("Reviews", "Reports", "What-if")]),
         ("outsider", ["Home", "Workloads"]),
     ],
 )

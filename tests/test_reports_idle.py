@@ -8,11 +8,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scheduler.models import Run, Workload
+from scheduler.models import Run, UtilizationRollup, Workload
 
 URL = reverse("reports:idle")
-# session, user, the roles behind the budgets the persona sees, the flagged runs
-IDLE_PAGE_QUERIES = 9
+# session, user, the roles behind the budgets the persona sees, the flagged runs, the memory
+# they hold
+IDLE_PAGE_QUERIES = 10
 
 
 def running(history, name, budget, gpus, *, allocated=True, ended=None):
@@ -94,3 +95,31 @@ def test_query_count_does_not_grow_with_idle_runs(squatting):
     for k in range(5):
         flag(running(squatting, f"more-{k}", squatting.proj_a2, 1), 45)
     assert count() == before
+
+
+def measure(run, hour, memory_mib):
+    UtilizationRollup.objects.create(
+        run=run, cluster=run.workload.cluster, budget=run.workload.budget,
+        owner=run.workload.owner, allocated=run.allocated, hour=hour, gpu_seconds=3600,
+        busy_gpu_seconds=36, memory_mib_max=memory_mib,
+    )
+
+
+def test_the_memory_an_idle_run_holds_is_its_peak_since_it_went_idle(squatting):
+    """"recent" went idle 90 min ago: the hour it went idle and the next count (30 and 20
+    GiB: 30 GiB); the hour before, busier with 70 GiB, does not."""
+    run = Run.objects.get(workload__name="recent")
+    idle_hour = run.idle_since.replace(minute=0, second=0, microsecond=0)
+    for hours, mib in [(-1, 70 * 1024), (0, 30 * 1024), (1, 20 * 1024)]:
+        measure(run, idle_hour + timedelta(hours=hours), mib)
+    response = squatting.client_for("pi").get(URL)
+    [budget] = response.context["budgets"]
+    assert budget.runs[0].memory_gib == pytest.approx(30.0)
+    assert "30.0 GiB" in response.content.decode()
+
+
+def test_without_memory_telemetry_the_memory_held_is_unknown(squatting):
+    response = squatting.client_for("pi").get(URL)
+    [budget] = response.context["budgets"]
+    assert budget.runs[0].memory_gib is None
+    assert "unknown" in response.content.decode()

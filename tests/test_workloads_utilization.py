@@ -73,3 +73,21 @@ def test_no_telemetry_no_sparkline(fleet, client_for):
     response = client_for("researcher").get(url(fleet.run_w))
     assert response.context["utilization"] is None
     assert "fig-utilization" not in response.content.decode()
+
+
+def test_the_peak_memory_used_on_one_gpu_is_shown_where_known(busy_run, client_for):
+    # 40 GiB in the first hour, 60 GiB in the second, unknown in the third: the peak is 60
+    first, second, _ = UtilizationRollup.objects.filter(run=busy_run.run).order_by("hour")
+    for rollup, mib in [(first, 40 * 1024), (second, 60 * 1024)]:
+        rollup.memory_mib_max = mib
+        rollup.save()
+    response = client_for("researcher").get(url(busy_run.run_w))
+    assert response.context["utilization"]["memory_gib"] == pytest.approx(60.0)
+    assert [run.memory_gib for run in response.context["runs"]] == [pytest.approx(60.0)]
+    assert '<span id="memory-used">60.0 GiB</span>' in response.content.decode()
+
+
+def test_without_memory_telemetry_no_memory_is_shown(busy_run, client_for):
+    response = client_for("researcher").get(url(busy_run.run_w))
+    assert response.context["utilization"]["memory_gib"] is None
+    assert "memory-used" not in response.content.decode()

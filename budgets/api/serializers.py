@@ -10,6 +10,8 @@ from budgets.models import (
     ChangeRequest,
     MembershipChange,
     RequestEntry,
+    ReviewCycle,
+    ReviewItem,
     ScheduledShareChange,
 )
 from fleet.models import Cluster
@@ -228,3 +230,66 @@ class PersonRemovalSerializer(PersonChangeSerializer):
         help_text="A leaving member's pending work moves to this leaf (a budget path you "
         "manage); without it, it is cancelled.",
     )
+
+
+class ReviewProgressSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    confirmed = serializers.IntegerField()
+    changed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    flagged = serializers.IntegerField()
+
+
+class ReviewCycleSerializer(serializers.ModelSerializer):
+    organisation = serializers.CharField(source="organisation.path", read_only=True)
+    progress = ReviewProgressSerializer(
+        read_only=True, help_text="Over the allocations in the budgets you manage or review."
+    )
+
+    class Meta:
+        model = ReviewCycle
+        fields = ["id", "organisation", "name", "opens_at", "due_at", "repeat_months", "state",
+                  "progress"]
+        read_only_fields = fields
+
+
+class ReviewCycleCreateSerializer(serializers.Serializer):
+    """Schedule a review of an organisation (its managers only); one whose opening has come
+    opens at once."""
+
+    organisation = serializers.SlugRelatedField(
+        slug_field="path", queryset=BudgetNode.objects.filter(parent=None),
+        help_text="The organisation's path (a root of the budget tree).",
+    )
+    name = serializers.CharField(max_length=100)
+    opens_at = serializers.DateTimeField()
+    due_at = serializers.DateTimeField()
+    repeat_months = serializers.IntegerField(min_value=1, max_value=24, required=False,
+                                             allow_null=True, default=None)
+
+
+class ReviewItemSerializer(serializers.ModelSerializer):
+    cycle = serializers.IntegerField(source="cycle_id", read_only=True)
+    budget = serializers.CharField(source="node.path", read_only=True)
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    flagged = serializers.SerializerMethodField()
+    can_decide = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ReviewItem
+        fields = ["id", "cycle", "budget", "cluster", "shares", "decision", "new_shares",
+                  "comment", "decided_by_name", "decided_at", "flagged", "can_decide"]
+        read_only_fields = fields
+
+    def get_flagged(self, item) -> bool:
+        """Still pending at the deadline: flagged to the managers above its deciders."""
+        return item.flagged_at is not None and item.decision == ReviewItem.Decision.PENDING
+
+
+class ReviewConfirmSerializer(serializers.Serializer):
+    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True,
+                                    default="")
+
+
+class ReviewChangeSerializer(ReviewConfirmSerializer):
+    shares = serializers.IntegerField(min_value=1, max_value=MAX_SHARES)

@@ -10,11 +10,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from budgets import people, services
+from budgets import people, reviews, services
 from budgets.api import serializers as s
-from budgets.api.permissions import HasRole
-from budgets.models import BudgetNode, ChangeRequest, MembershipChange
-from budgets.permissions import can_decide, can_manage_people, can_pass_up
+from budgets.api.permissions import FollowsReviews, HasRole
+from budgets.models import BudgetNode, ChangeRequest, MembershipChange, ReviewCycle, ReviewItem
+from budgets.permissions import can_decide, can_manage_people, can_pass_up, can_review
 from common.api.base import RejectNulMixin
 from common.api.exceptions import Conflict
 from fleet.models import Cluster
@@ -281,3 +281,125 @@ class ChangeRequestViewSet(
         except services.BudgetError as error:  # no longer pending
             raise Conflict(str(error)) from None
         return self._detail(change_request)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Review cycles, with their progress in the budgets you follow"),
+    retrieve=extend_schema(summary="A review cycle and its progress"),
+)
+class ReviewCycleViewSet(RejectNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                         viewsets.GenericViewSet):
+    serializer_class = s.ReviewCycleSerializer
+    permission_classes = [IsAuthenticated, FollowsReviews]
+
+    def get_queryset(self):
+        return ReviewCycle.objects.select_related("organisation")
+
+    def _with_progress(self, cycles):
+        progress = {cycle.pk: reviews.Progress() for cycle in cycles}
+        for item in ReviewItem.objects.restrict(self.request.user).filter(
+            cycle__in=cycles
+        ).only("cycle_id", "decision", "flagged_at"):
+            progress[item.cycle_id].add(item)
+        for cycle in cycles:
+            cycle.progress = progress[cycle.pk]
+        return cycles
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(
+            s.ReviewCycleSerializer(self._with_progress(list(page)), many=True).data
+        )
+
+    def retrieve(self, request, *args, **kwargs):
+        [cycle] = self._with_progress([self.get_object()])
+        return Response(s.ReviewCycleSerializer(cycle).data)
+
+    @extend_schema(summary="Schedule a review cycle (the organisation's managers)",
+                   request=s.ReviewCycleCreateSerializer, responses={201: s.ReviewCycleSerializer})
+    def create(self, request, *args, **kwargs):
+        form = s.ReviewCycleCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        cycle = reviews.schedule_cycle(
+            request.user, data["organisation"], name=data["name"], opens_at=data["opens_at"],
+            due_at=data["due_at"], repeat_months=data["repeat_months"],
+        )
+        [cycle] = self._with_progress([self.get_queryset().get(pk=cycle.pk)])
+        return Response(s.ReviewCycleSerializer(cycle).data, status=201)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="The allocations under review in the budgets you manage or review",
+        parameters=[
+            OpenApiParameter("cycle", int, description="Only this cycle's items."),
+            OpenApiParameter("to_decide", bool, description="Only those you may decide now."),
+        ],
+    ),
+    retrieve=extend_schema(summary="One allocation under review"),
+)
+class ReviewItemViewSet(RejectNulMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                        viewsets.GenericViewSet):
+    serializer_class = s.ReviewItemSerializer
+    permission_classes = [IsAuthenticated, FollowsReviews]
+
+    def get_queryset(self):
+        return ReviewItem.objects.restrict(self.request.user).select_related(
+            "cycle", "node", "cluster"
+        )
+
+    def filter_queryset(self, queryset):
+        if self.action != "list":
+            return queryset
+        params = self.request.query_params
+        if (cycle := params.get("cycle")) is not None:
+            if not cycle.isdigit():
+                raise ValidationError({"cycle": ["A cycle id (a whole number)."]})
+            queryset = queryset.filter(cycle_id=int(cycle))
+        to_decide = params.get("to_decide", "false").lower()
+        if to_decide not in ("true", "false", "1", "0"):
+            raise ValidationError({"to_decide": ["Must be true or false."]})
+        if to_decide in ("true", "1"):
+            queryset = queryset.filter(decision=ReviewItem.Decision.PENDING)
+            queryset = [item for item in queryset if can_review(self.request.user, item)]
+        return queryset
+
+    def _marked(self, items):
+        for item in items:
+            item.can_decide = can_review(self.request.user, item)
+        return items
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(
+            s.ReviewItemSerializer(self._marked(list(page)), many=True).data
+        )
+
+    def _detail(self, item):
+        [item] = self._marked([self.get_queryset().get(pk=item.pk)])
+        return Response(s.ReviewItemSerializer(item).data)
+
+    def retrieve(self, request, *args, **kwargs):
+        return self._detail(self.get_object())
+
+    @extend_schema(summary="Confirm the allocation as it is (the managers above it)",
+                   request=s.ReviewConfirmSerializer, responses=s.ReviewItemSerializer)
+    @action(detail=True, methods=["post"])
+    def confirm(self, request, pk=None):
+        item = self.get_object()
+        form = s.ReviewConfirmSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        reviews.confirm(request.user, item, comment=form.validated_data["comment"])
+        return self._detail(item)
+
+    @extend_schema(summary="Give the allocation other shares, at once (the managers above it)",
+                   request=s.ReviewChangeSerializer, responses=s.ReviewItemSerializer)
+    @action(detail=True, methods=["post"])
+    def change(self, request, pk=None):
+        item = self.get_object()
+        form = s.ReviewChangeSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        reviews.change(request.user, item, form.validated_data["shares"],
+                       comment=form.validated_data["comment"])
+        return self._detail(item)
