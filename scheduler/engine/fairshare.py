@@ -175,7 +175,9 @@ def next_crossing(
         nonlocal soonest
         if closing:
             t = -gap / closing
-            if 1e-9 < t < soonest:
+            # a crossing a hair after now counts: at a tick a ratio may sit exactly on the
+            # threshold, still not past it (a driver plans at least one tick ahead anyway)
+            if 0 < t < soonest:
                 soonest = t
 
     for parent in [ROOT, *tree.nodes]:
