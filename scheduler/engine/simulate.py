@@ -101,6 +101,10 @@ CADENCES = ("crossings", "ticks")
 # are lost, resumable ones requeued)
 HOST_BACK, HOST_DRAIN, HOST_FAIL = "back", "drain", "fail"
 HOST_CHANGES = (HOST_BACK, HOST_DRAIN, HOST_FAIL)
+# why GPUs sit idle while allocated work waits: on hosts held for a reservation, set aside for
+# a claimant (its victims are leaving), enough in all for a waiting request but split over
+# hosts (fragmented), or fewer than the smallest waiting request needs (nothing fits)
+IDLE_CAUSES = ("reservation", "claimed", "fragmented", "nothing_fits")
 
 
 # --------------------------------------------------------------------------------- the ledger
@@ -403,6 +407,10 @@ class Simulator:
         self.idle_gpu_s = 0.0  # GPU-seconds held idle
         self.idle_returned_gpu_s = 0.0  # GPU-seconds the idle policy took back from squatters
         self.idle_preempted = 0
+        # idle GPU-seconds of healthy hosts while allocated work waits, by cause (IDLE_CAUSES);
+        # the last pass's held hosts say which idle GPUs a reservation keeps
+        self.idle_waiting_gpu_s = dict.fromkeys(IDLE_CAUSES, 0.0)
+        self.held_hosts: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- events
     def _push(self, t: float, kind: int, key: str = "", num: int = 0) -> None:
@@ -764,6 +772,8 @@ class Simulator:
             state = self._state(now)
             result = schedule(state, self.tree, self.params)
             self.claims = result.claims
+            self.held_hosts = tuple(h for d in result.decisions if isinstance(d, Hold)
+                                    for h in d.hosts)
             self.passes += 1
             standing = None
             for d in result.decisions:
@@ -795,6 +805,27 @@ class Simulator:
             nxt = next_event(self._state(now), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
+
+    def _count_idle(self, seconds: float) -> None:
+        """Charge ``seconds`` of the idle GPUs of available hosts to their cause, while
+        allocated work waits (the state does not change between events)."""
+        idle = self.free_avail
+        if seconds <= 0 or idle <= 0 or not self.pending_allocated:
+            return
+        by_cause = self.idle_waiting_gpu_s
+        free = {h: self.host_by_name[h].gpus - len(self.used[h]) for h in self.held_hosts
+                if self.host_by_name[h].state == HostState.AVAILABLE}
+        held = sum(free.values())
+        claimed = 0
+        for claim in self.claims:
+            for host, n in claim.gpus:
+                if host not in free and self.host_by_name[host].state == HostState.AVAILABLE:
+                    claimed += min(n, self.host_by_name[host].gpus - len(self.used[host]))
+        rest = max(0, idle - held - claimed)
+        by_cause["reservation"] += held * seconds
+        by_cause["claimed"] += min(claimed, idle - held) * seconds
+        cause = "fragmented" if rest >= min(self.pending_gpus) else "nothing_fits"
+        by_cause[cause] += rest * seconds
 
     def _tick_after(self, t: float) -> float:
         """The live loop's first tick strictly after ``t`` (ticks at multiples of the cadence)."""
@@ -933,6 +964,7 @@ class Simulator:
                 break  # idle, or what is left can never fit: only host failures would follow
             if until is not None and t > until:
                 break
+            self._count_idle(t - now)
             now = self.now = t
             changed = False
             while events and events[0][0] <= t:
@@ -1209,6 +1241,10 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
                  "gpu_hours_returned": sim.idle_returned_gpu_s / 3600,
                  "preempted": sim.idle_preempted},
         "occupancy": occupancy,
+        "idle_while_waiting": {
+            "share": sum(sim.idle_waiting_gpu_s.values()) / hs,
+            **{f"{cause}_share": gpu_s / hs for cause, gpu_s in sim.idle_waiting_gpu_s.items()},
+        },
         "timeline": timeline,
         "window_bounds_s": bounds,
         "budgets": budgets,
