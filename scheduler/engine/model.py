@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 ROOT = ""  # the budget tree's root (the organisation) has the empty path
 
@@ -36,15 +37,15 @@ class Placement:
     """Where a run sits: ``((host name, (gpu index, ...)), ...)``, indices real and sorted."""
 
     slots: tuple[tuple[str, tuple[int, ...]], ...]
+    # number of GPUs held, counted once: asked for millions of times in a contended run
+    gpus: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", sum(len(indices) for _, indices in self.slots))
 
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(host for host, _ in self.slots)
-
-    @property
-    def gpus(self) -> int:
-        """Number of GPUs held."""
-        return sum(len(indices) for _, indices in self.slots)
 
     def pairs(self) -> list[tuple[str, int]]:
         """Every ``(host, gpu index)`` held: what the live loop stores with a unique constraint."""
@@ -111,10 +112,11 @@ def parent_of(path: str) -> str:
     return path.rpartition("/")[0] if "/" in path else ROOT
 
 
-def ancestors(path: str) -> list[str]:
-    """``"a/b/c" -> ["a", "a/b", "a/b/c"]``: the path from just below the root down to ``path``."""
+@lru_cache(maxsize=65536)  # a few hundred budget paths, asked millions of times in a contended run
+def ancestors(path: str) -> tuple[str, ...]:
+    """``"a/b/c" -> ("a", "a/b", "a/b/c")``: the path from just below the root down to ``path``."""
     parts = path.split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 class BudgetTree:
