@@ -60,7 +60,7 @@ def apply(state: ClusterState, result: Pass) -> ClusterState:
 CHANGES = (Start, Preempt, Stop, HostDrained)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_a_pass_that_opens_no_room_is_followed_by_one_that_decides_nothing(case):
     state, tree, params = case
