@@ -138,23 +138,26 @@ _CHANGES = {
 }
 
 
-def _hosts(cluster: Cluster, start: datetime, end: datetime):
-    """Hosts out of service at ``start`` (by their last event before it), and the host
-    changes of ``[start, end)`` as ``(seconds from start, host, change)``."""
-    origin = start.timestamp()
+def _hosts_out(cluster: Cluster, start: datetime) -> dict[str, HostState]:
+    """Hosts out of service at ``start``, by their last event before it."""
     last: dict[str, str] = {}
     for name, kind in (HostEvent.objects.filter(host__cluster=cluster, at__lt=start)
                        .order_by("at", "pk").values_list("host__name", "kind")):
         last[name] = kind
-    out = {name: _OUT_OF_SERVICE[kind] for name, kind in last.items() if kind in _OUT_OF_SERVICE}
-    changes = [
+    return {name: _OUT_OF_SERVICE[kind] for name, kind in last.items() if kind in _OUT_OF_SERVICE}
+
+
+def host_events(cluster: Cluster, start: datetime, end: datetime):
+    """What really happened to the hosts in ``[start, end)``, as the simulator's host events
+    ``(seconds from start, host, change)``."""
+    origin = start.timestamp()
+    return tuple(
         (at - origin, name, _CHANGES[kind])
         for name, at, kind in (HostEvent.objects
                                .filter(host__cluster=cluster, at__gte=start, at__lt=end,
                                        kind__in=list(_CHANGES))
                                .order_by("at", "pk").values_list("host__name", Epoch("at"), "kind"))
-    ]
-    return out, changes
+    )
 
 
 def _capacity_before(cluster: Cluster, start: datetime, window: float, gpus: int):
@@ -206,10 +209,9 @@ def initial_state(cluster: Cluster, start: datetime, end: datetime, window: floa
                                 .filter(Q(run__ended=None) | Q(run__ended__gt=start))
                                 .values_list("run_id", "host__name", "index")):
         slots[run_pk][host].append(index)
-    hosts, host_changes = _hosts(cluster, start, end)
     state, skipped = InitialState(charged=charged,
                                   capacity=_capacity_before(cluster, start, window, gpus),
-                                  hosts=hosts, host_changes=host_changes), 0
+                                  hosts=_hosts_out(cluster, start)), 0
     for pk, path, user, gpu_count, min_runtime, resumable, submitted, expected in (
         workloads.values_list("pk", "budget__path", "owner__username", "gpus", "min_runtime",
                               "resumable", Epoch("submitted"), "expected_duration")
@@ -264,9 +266,13 @@ def cluster_spec(cluster: Cluster) -> ClusterSpec:
 
 def replay(jobs, shares: dict[str, float], spec: ClusterSpec, initial: InitialState,
            params: Params, horizon: float, progress: Callable[[float], None],
-           idle_share: float = 0.0, idle_policy: IdlePolicy | None = None) -> dict:
+           idle_share: float = 0.0, idle_policy: IdlePolicy | None = None,
+           hosts: tuple = ()) -> dict:
+    """One replay; ``hosts``: what really happened to the hosts (``host_events``), which
+    brings them back instead of simulated repairs."""
     sim = Simulator(jobs, shares, spec, SimConfig(
         params=params, until=horizon, idle_share=idle_share, idle_policy=idle_policy,
+        host_events=hosts, repairs=False,
     ), initial)
     # the simulator's own progress hook: its clock over the horizon, every 1% at most
     result = sim.run(progress=_every_half_second(progress))
@@ -361,15 +367,17 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
     # the usage both replays' first passes see: the longer of the two windows
     window = max(as_is_params.window, what_if_params.window)
     initial, skipped_at_start = initial_state(cluster, start, now, window, spec.total_gpus)
+    hosts = host_events(cluster, start, now)
     idle = idle_share(cluster, start, now, len(jobs))
     policy = IdlePolicy(float(cluster.idle_period), cluster.idle_threshold)
     as_is = replay(jobs, today, spec, initial, as_is_params, horizon,
-                   lambda p: progress(0.5 * p), idle, policy if cluster.preempt_idle else None)
+                   lambda p: progress(0.5 * p), idle, policy if cluster.preempt_idle else None,
+                   hosts)
     progress(0.5)
     what_if_preempts_idle = bool(wanted.get("preempt_idle", cluster.preempt_idle))
     what = replay(jobs, changed, spec, initial, what_if_params, horizon,
                   lambda p: progress(0.5 + 0.5 * p), idle,
-                  policy if what_if_preempts_idle else None)
+                  policy if what_if_preempts_idle else None, hosts)
     return {
         "start": start.isoformat(),
         "end": now.isoformat(),
@@ -377,7 +385,7 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
         "skipped": skipped + skipped_at_start,
         "at_start": {"running": len(initial.running), "queued": len(initial.queued),
                      "hosts_out": len(initial.hosts),
-                     "host_changes": len(initial.host_changes)},
+                     "host_changes": len(hosts)},
         "params": {
             "as_is": {key: getattr(cluster, key) for key in PARAMETERS},
             "what_if": {key: wanted.get(key, getattr(cluster, key)) for key in PARAMETERS},

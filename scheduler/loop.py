@@ -12,7 +12,8 @@ however many workers run):
    per hour) up to now;
 4. load the state into engine objects, call ``scheduler.engine.schedule`` and apply its
    decisions in order (start, signal, stop and requeue, hold, drained). Passes repeat at the
-   same instant until one changes nothing (requeued work joins the next pass, ENGINE_API.md);
+   same instant while one could open room for the next (``Pass.opens_room``: requeued work
+   joins the next pass, GPUs moved between branches, ENGINE_API.md);
    each pass gets the previous one's claims, and the last pass's claims replace the stored
    ones (``Claim`` rows), so the next tick's first pass gets them too;
 5. write every pending workload's queue position and reason, a waiting event only when its
@@ -638,15 +639,15 @@ class _Tick:
     def scheduling(self) -> None:
         state = self.build_state()
         self.preempt_idle(state)
-        # passes at one instant until one changes nothing (``Pass.changed``), as the simulator
-        # does: so a second tick at the same instant changes nothing
+        # passes at one instant while one could open room for the next (``Pass.opens_room``),
+        # as the simulator does: so a second tick at the same instant changes nothing
         for _ in range(PASSES_PER_INSTANT):
             self.report.states.append(_copy_state(state))
             result = schedule(state, self.tree, self.params)
             self.report.passes.append(result)
             self.apply(result, state)
             state.claims = result.claims
-            if not result.changed:
+            if not result.opens_room:
                 break
         self.claims = result.claims
         self.queue(result)

@@ -21,7 +21,7 @@ from fixtures_loop import at, tick
 from fleet import services as host_services
 from fleet.models import Host, HostEvent
 from scheduler.engine import Params
-from scheduler.engine.simulate import SimConfig, Simulator
+from scheduler.engine.simulate import HOST_DRAIN, HOST_FAIL, SimConfig, Simulator
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
 from scheduler.engine_views import budget_tree
 from scheduler.models import Event, Run, RunGPU, Workload
@@ -116,7 +116,7 @@ def replay(lab, submitted):
     config = SimConfig(
         params=params, failure_rate=0.0, repair_time=NEVER, repair_fail=0.0,
         checkpoint_interval=0.0, until=HORIZON, cadence="ticks",
-        host_events=((FAILURE[0], FAILURE[1], "fail"), (DRAIN[0], DRAIN[1], "drain")),
+        host_events=((FAILURE[0], FAILURE[1], HOST_FAIL), (DRAIN[0], DRAIN[1], HOST_DRAIN)),
     )
     sim = Simulator(jobs, dict(budget_tree(c).shares), spec, config)
     sim.run()

@@ -175,8 +175,10 @@ def next_crossing(
         nonlocal soonest
         if closing:
             t = -gap / closing
-            if 1e-9 < t < soonest:
-                soonest = t
+            # a crossing at now (or a float's hair before it) counts: at a tick a ratio may
+            # sit exactly on the threshold, not yet past it (drivers plan a tick ahead anyway)
+            if -1e-6 < t < soonest:
+                soonest = max(t, 0.0)
 
     for parent in [ROOT, *tree.nodes]:
         kids = [(k, tree.fraction(k)) for k in tree.children(parent) if tree.fraction(k) > 0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 ROOT = ""  # the budget tree's root (the organisation) has the empty path
 
@@ -36,15 +37,15 @@ class Placement:
     """Where a run sits: ``((host name, (gpu index, ...)), ...)``, indices real and sorted."""
 
     slots: tuple[tuple[str, tuple[int, ...]], ...]
+    # number of GPUs held, counted once: asked for millions of times in a contended run
+    gpus: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", sum(len(indices) for _, indices in self.slots))
 
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(host for host, _ in self.slots)
-
-    @property
-    def gpus(self) -> int:
-        """Number of GPUs held."""
-        return sum(len(indices) for _, indices in self.slots)
 
     def pairs(self) -> list[tuple[str, int]]:
         """Every ``(host, gpu index)`` held: what the live loop stores with a unique constraint."""
@@ -111,10 +112,11 @@ def parent_of(path: str) -> str:
     return path.rpartition("/")[0] if "/" in path else ROOT
 
 
-def ancestors(path: str) -> list[str]:
-    """``"a/b/c" -> ["a", "a/b", "a/b/c"]``: the path from just below the root down to ``path``."""
+@lru_cache(maxsize=65536)  # a few hundred budget paths, asked millions of times in a contended run
+def ancestors(path: str) -> tuple[str, ...]:
+    """``"a/b/c" -> ("a", "a/b", "a/b/c")``: the path from just below the root down to ``path``."""
     parts = path.split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 class BudgetTree:
@@ -343,19 +345,43 @@ class Pass:
     claims: list[Claim] = field(default_factory=list)  # to hand to the next pass
     order: list[str] = field(default_factory=list)
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
+    # workloads whose claim this pass made, started on or gave back: GPUs set aside changed hands
+    claims_changed: list[str] = field(default_factory=list)
+    share_blocked: list[str] = field(default_factory=list)  # kept back by the final-share rule
 
     def of(self, kind: type) -> list:
         return [d for d in self.decisions if isinstance(d, kind)]
 
     @property
-    def changed(self) -> bool:
-        """Whether a driver runs another pass at the same instant: a start, signal, stop or
-        drain changes what the next pass sees (requeued work joins only the next pass), a
-        hold does not. Drivers repeat passes until one changes nothing, at most
-        ``PASSES_PER_INSTANT`` times."""
-        return any(isinstance(d, (Start, Preempt, Stop, HostDrained)) for d in self.decisions)
+    def opens_room(self) -> bool:
+        """Whether a next pass could decide what this one could not. Drivers run passes at one
+        instant while it holds, at most ``PASSES_PER_INSTANT`` times (the live loop's next tick
+        then takes over; the simulator plans a pass at that tick). It holds when this pass
+
+        * stopped a run and requeued its work: requeued work joins only the next pass;
+        * signalled a run or made a claim: GPUs moved between branches, which can lift a
+          final-share block of work ranked earlier, and a victim without grace is stopped by
+          the next pass;
+        * started a workload on its claim or gave a claim back (``claims_changed``): GPUs that
+          were set aside now have a known end, so a reservation made earlier in the pass may
+          find better hosts and open the ones it held;
+        * started allocated work while the final-share rule kept someone back: the GPUs its
+          branch now holds may be what that rule waited for;
+        * drained a host: the healthy GPUs every share is counted against changed.
+
+        Other starts and holds do not: the walk already gave every later workload the room
+        they leave, a start on free GPUs makes no host free sooner, and the ranking cannot
+        change within an instant."""
+        if self.claims_changed:
+            return True
+        for d in self.decisions:
+            if isinstance(d, (Preempt, HostDrained)) or (isinstance(d, Stop) and d.requeue):
+                return True
+            if self.share_blocked and isinstance(d, Start) and d.workload.min_runtime > 0:
+                return True
+        return False
 
 
-# The most passes a driver runs at one instant (``Pass.changed``): the live loop and the
+# The most passes a driver runs at one instant (``Pass.opens_room``): the live loop and the
 # simulator alike, so they decide the same.
 PASSES_PER_INSTANT = 6

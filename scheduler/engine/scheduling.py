@@ -85,6 +85,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     walk.run(order)
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
+    out.share_blocked = sorted(walk.share_blocked)
     out.waiting = {wid: wait.reason for wid, wait in out.waits.items()}
     return out
 
@@ -220,6 +221,8 @@ class _Walk:
         self._labels: dict[str, str] = {}
         self._whys: dict[tuple, Wait] = {}  # _why depends only on these: built once per key
         self.claimed: dict[str, _Claimed] = {}
+        # runs this pass started, per host: a reservation counts them like the runs it found
+        self.started: dict[str, list[tuple[Run, tuple[int, ...]]]] = {}
         # GPUs moved by this pass (leaf, GPUs), replayed into Holdings when rules are needed
         self._moves: list[tuple[str, int]] = []
         self._holdings: Holdings | None = None
@@ -277,11 +280,13 @@ class _Walk:
             return
         claimed = self.claimed.get(w.id)
         if claimed is not None and claimed.ready:
+            self.out.claims_changed.append(w.id)
             self._start(w, claimed.placement(), counted=True, note="; on the GPUs it claimed")
             return
         placement = self._fit(w)
         if placement is not None:
             if claimed is not None:  # it fits elsewhere now: its claim is free for others
+                self.out.claims_changed.append(w.id)
                 self._give_back(claimed)
             self._start(w, placement, counted=claimed is not None)
             return
@@ -387,6 +392,9 @@ class _Walk:
                note: str = "") -> None:
         """Start ``w``; ``counted``: its GPUs are already in the holdings (it had a claim)."""
         self.floor.occupy(placement)
+        run = Run(w, self.now, placement, self.now + w.min_runtime)
+        for host, indices in placement.slots:
+            self.started.setdefault(host, []).append((run, indices))
         hosts = " ".join(placement.hosts)
         backfill = any(h in self.floor.held for h in placement.hosts)
         if w.min_runtime <= 0:
@@ -454,6 +462,7 @@ class _Walk:
         self.claimed[w.id] = _Claimed(claim, taken)
         self._move(w.budget, w.gpus)
         self.out.claims.append(claim)
+        self.out.claims_changed.append(w.id)
         where = " ".join(victims.hosts)
         if victims.runs:
             why = (
@@ -489,7 +498,7 @@ class _Walk:
                 continue
             t = [(self.now, True)] * len(floor.free[host])
             t += [(grace_end, True)] * len(floor.releasing[host])
-            for run, idx in floor.runs[host]:
+            for run, idx in (*floor.runs[host], *self.started.get(host, ())):
                 t.extend([self._free_at(run, w)] * len(idx))
             t.sort()
             times[host] = t

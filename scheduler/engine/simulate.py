@@ -93,11 +93,18 @@ HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 # event kinds, in processing order at equal times; _TICK (a pass at the live loop's cadence)
 # and _SEGMENT (usage slopes change: plan the next tick again) carry the plan they belong to;
-# _LOST and _DRAIN are the host events of ``SimConfig.host_events``, _REAL_HOST the host
-# changes of a warm start (``InitialState.host_changes``)
-_COMPLETE, _FAIL, _LOST, _DRAIN, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT, _REAL_HOST = range(10)
-HOST_EVENTS = {"fail": _LOST, "drain": _DRAIN}
+# _HOST carries the index of its ``SimConfig.host_events`` entry
+_COMPLETE, _FAIL, _HOST, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT = range(8)
 CADENCES = ("crossings", "ticks")
+# what happens to a host at a given time (``SimConfig.host_events``): back in service, a drain
+# (an operator or a health signal: its runs finish their minimum runtime), a failure (its runs
+# are lost, resumable ones requeued)
+HOST_BACK, HOST_DRAIN, HOST_FAIL = "back", "drain", "fail"
+HOST_CHANGES = (HOST_BACK, HOST_DRAIN, HOST_FAIL)
+# why GPUs sit idle while allocated work waits: on hosts held for a reservation, set aside for
+# a claimant (its victims are leaving), enough in all for a waiting request but split over
+# hosts (fragmented), or fewer than the smallest waiting request needs (nothing fits)
+IDLE_CAUSES = ("reservation", "claimed", "fragmented", "nothing_fits")
 
 
 # --------------------------------------------------------------------------------- the ledger
@@ -283,10 +290,14 @@ class SimConfig:
     idle_share: float = 0.0
     idle_policy: IdlePolicy | None = None
 
-    # Host events at given times, as the fleet and the operators bring them to the live loop:
-    # ``(time, host name, "fail" | "drain")``. A failure loses the host's runs (resumable ones
-    # are requeued) and sends it to repair; a drain lets its runs finish their minimum runtime.
+    # Host events at given times, as the fleet and the operators bring them to the live loop,
+    # or as they really happened (a what-if replay): ``(time, host name, HOST_FAIL |
+    # HOST_DRAIN | HOST_BACK)``.
     host_events: tuple[tuple[float, str, str], ...] = ()
+    # Whether hosts that fail or drain are repaired as simulated (``repair_time``, failed
+    # attempts, escalation). Off for a replay of what really happened: a host that left
+    # service comes back only by its HOST_BACK event.
+    repairs: bool = True
 
 
 # ------------------------------------------------------------------------------ initial state
@@ -306,10 +317,6 @@ class RunningAtStart:
     number: int = 1
 
 
-# what really happened to a host during a replay (``InitialState.host_changes``)
-HOST_BACK, HOST_DRAIN, HOST_FAIL = "back", "drain", "fail"
-
-
 @dataclass
 class InitialState:
     """The cluster as it was at time 0: a warm start instead of an empty cluster.
@@ -320,11 +327,8 @@ class InitialState:
       (``end`` <= 0), runs at start excluded (their charge runs from ``started``): the usage
       window the first pass sees;
     * ``capacity``: healthy GPUs before time 0 as ``(start, end, gpus)`` segments;
-    * ``hosts``: host name -> its state at time 0, for hosts not available;
-    * ``host_changes``: ``(time, host, change)`` that really happened after time 0: back in
-      service, a drain (health signal or operator), a failure (its runs lost). When given,
-      they replace the simulated failures and repairs: a drained host stays out until it
-      really came back.
+    * ``hosts``: host name -> its state at time 0, for hosts not available (what happened to
+      them afterwards is ``SimConfig.host_events``).
     """
 
     running: list[RunningAtStart] = field(default_factory=list)
@@ -332,7 +336,6 @@ class InitialState:
     charged: list[tuple[str, int, float, float]] = field(default_factory=list)
     capacity: list[tuple[float, float, float]] = field(default_factory=list)
     hosts: dict[str, HostState] = field(default_factory=dict)
-    host_changes: list[tuple[float, str, str]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------- simulator
@@ -404,6 +407,10 @@ class Simulator:
         self.idle_gpu_s = 0.0  # GPU-seconds held idle
         self.idle_returned_gpu_s = 0.0  # GPU-seconds the idle policy took back from squatters
         self.idle_preempted = 0
+        # idle GPU-seconds of healthy hosts while allocated work waits, by cause (IDLE_CAUSES);
+        # the last pass's held hosts say which idle GPUs a reservation keeps
+        self.idle_waiting_gpu_s = dict.fromkeys(IDLE_CAUSES, 0.0)
+        self.held_hosts: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- events
     def _push(self, t: float, kind: int, key: str = "", num: int = 0) -> None:
@@ -636,9 +643,17 @@ class Simulator:
             self.failures["soft"] += 1
             self._host_state(host, HostState.DRAINING)  # the engine drains it
             return
+        self._lose_host(name, now)
+
+    def _lose_host(self, name: str, now: float) -> None:
+        """A hard failure of a host in service: its runs are lost, it goes to repair."""
         self.failures["hard"] += 1
         self._crash(name, now)
-        self._push(now + self.config.repair_time, _REPAIR, name)
+        self._to_repair(name, now)
+
+    def _to_repair(self, name: str, now: float) -> None:
+        if self.config.repairs:
+            self._push(now + self.config.repair_time, _REPAIR, name)
 
     def _crash(self, name: str, now: float) -> None:
         """A hard failure: the host's runs are lost (resumable ones requeued from their last
@@ -661,14 +676,19 @@ class Simulator:
                 rec.end_time = now
         self._host_state(host, HostState.DOWN)
 
-    def _real_host_change(self, name: str, change: str, now: float) -> None:
+    def _host_event(self, number: int, now: float) -> bool:
+        """Apply ``SimConfig.host_events[number]``; whether it changed the host."""
+        _, name, change = self.config.host_events[number]
         host = self.host_by_name[name]
-        if change == HOST_BACK:
+        if change == HOST_BACK and host.state != HostState.AVAILABLE:
             self._host_state(host, HostState.AVAILABLE)
         elif change == HOST_DRAIN and host.state == HostState.AVAILABLE:
             self._host_state(host, HostState.DRAINING)  # the engine drains it
         elif change == HOST_FAIL and host.state in HEALTHY:
-            self._crash(name, now)
+            self._lose_host(name, now)
+        else:
+            return False
+        return True
 
     def _repair_done(self, name: str, now: float) -> None:
         host = self.host_by_name[name]
@@ -727,6 +747,13 @@ class Simulator:
             return t <= now
         return False
 
+    def _wake_at_protection_end(self, now: float) -> None:
+        """A skipped pass still owes waiting allocated work the moment the first protected run
+        becomes a possible victim (what ``next_event`` gives a pass that ran)."""
+        waits = self.pending_allocated and self.params.policy == "fairshare"
+        if waits and not self._preemptible_allocated(now) and self.prot_heap:
+            self._push(self.prot_heap[0][0], _WAKE)
+
     def _needs_pass(self, now: float) -> bool:
         if self.draining or self._grace_due(now):
             return True
@@ -739,15 +766,16 @@ class Simulator:
         return self.unalloc_unsignalled > 0 or self._preemptible_allocated(now)
 
     def _pass(self, now: float) -> None:
-        decided = False
-        # passes at one instant until one changes nothing, as the live loop runs them
+        # passes at one instant while one could open room for the next, as the live loop runs
+        # them; if the last one still could, the live loop's next tick is the next pass
         for _ in range(PASSES_PER_INSTANT):
             state = self._state(now)
             result = schedule(state, self.tree, self.params)
             self.claims = result.claims
+            self.held_hosts = tuple(h for d in result.decisions if isinstance(d, Hold)
+                                    for h in d.hosts)
             self.passes += 1
             standing = None
-            decided = decided or any(not isinstance(d, Hold) for d in result.decisions)
             for d in result.decisions:
                 if isinstance(d, Start):
                     self._start(d, now)
@@ -762,24 +790,42 @@ class Simulator:
                     self.drained.append((now, host.name))
                     self._host_state(host, HostState.DRAINED)
                     self._host_state(host, HostState.REPAIRING)
-                    if not self.initial.host_changes:  # else back when it really came back
-                        self._push(now + self.config.repair_time, _REPAIR, host.name)
+                    self._to_repair(host.name, now)
                 elif isinstance(d, Hold):
                     self.holds += 1
             for wid, why in result.waiting.items():
                 rec = self.jobs.get(wid)
                 if rec is not None:
                     rec.reason = why
-            if not result.changed:
+            if not result.opens_room:
                 break
-        if decided and self.pending_allocated:
-            # a pass's own decisions (requeued work, GPUs claimed or moved between branches)
-            # can let the next pass decide more: the live loop's next tick would see it
+        else:
             self._push(self._tick_after(now), _WAKE)
         if self.pending or self.draining:
             nxt = next_event(self._state(now), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
+
+    def _count_idle(self, seconds: float) -> None:
+        """Charge ``seconds`` of the idle GPUs of available hosts to their cause, while
+        allocated work waits (the state does not change between events)."""
+        idle = self.free_avail
+        if seconds <= 0 or idle <= 0 or not self.pending_allocated:
+            return
+        by_cause = self.idle_waiting_gpu_s
+        free = {h: self.host_by_name[h].gpus - len(self.used[h]) for h in self.held_hosts
+                if self.host_by_name[h].state == HostState.AVAILABLE}
+        held = sum(free.values())
+        claimed = 0
+        for claim in self.claims:
+            for host, n in claim.gpus:
+                if host not in free and self.host_by_name[host].state == HostState.AVAILABLE:
+                    claimed += min(n, self.host_by_name[host].gpus - len(self.used[host]))
+        rest = max(0, idle - held - claimed)
+        by_cause["reservation"] += held * seconds
+        by_cause["claimed"] += min(claimed, idle - held) * seconds
+        cause = "fragmented" if rest >= min(self.pending_gpus) else "nothing_fits"
+        by_cause[cause] += rest * seconds
 
     def _tick_after(self, t: float) -> float:
         """The live loop's first tick strictly after ``t`` (ticks at multiples of the cadence)."""
@@ -807,7 +853,11 @@ class Simulator:
         threshold = 1.0 + self.params.hysteresis
         dt = next_crossing(self.tree, usage, slope, capacity, capacity_slope, threshold, horizon)
         if dt is not None:
-            self._push(self._tick_after(now + dt), _TICK, num=self.plan)
+            # the first tick at or after the crossing (a hair before it: the ledger's floats
+            # may put it just past the tick that already sees it); a tick too early decides
+            # nothing new and plans again
+            crossing_tick = self._tick_after(now + dt - 1e-6 * self.params.pass_interval)
+            self._push(max(crossing_tick, self._tick_after(now)), _TICK, num=self.plan)
         elif horizon < math.inf:
             self._push(now + horizon, _SEGMENT, num=self.plan)
 
@@ -831,8 +881,10 @@ class Simulator:
                              self.healthy_gpus - self.ledger.rate("\0capacity"))
         for name, state in sorted(initial.hosts.items()):
             self._host_state(self.host_by_name[name], state)
-        for number, (t, name, _) in enumerate(initial.host_changes):
-            self._push(max(0.0, t), _REAL_HOST, name, number)
+        for number, (t, name, change) in enumerate(self.config.host_events):
+            if name not in self.host_by_name or change not in HOST_CHANGES:
+                raise SimulationError(f"host event {change!r} on {name!r}: no such host or kind")
+            self._push(max(0.0, t), _HOST, name, number)
         for r in sorted(initial.running, key=lambda r: (r.started, r.job.job_id)):
             self._resume(r)
         for tj in sorted(initial.queued, key=lambda j: (j.submit_time, j.job_id)):
@@ -896,10 +948,6 @@ class Simulator:
         self._warm_start()
         for h in self.hosts:
             self._next_failure(h.name, 0.0)
-        for at, name, what in self.config.host_events:
-            if name not in self.host_by_name or what not in HOST_EVENTS:
-                raise SimulationError(f"host event {what!r} on {name!r}: no such host or kind")
-            self._push(at, HOST_EVENTS[what], name)
         i, n = 0, len(jobs)
         events = self.events
         series = self.series
@@ -916,6 +964,7 @@ class Simulator:
                 break  # idle, or what is left can never fit: only host failures would follow
             if until is not None and t > until:
                 break
+            self._count_idle(t - now)
             now = self.now = t
             changed = False
             while events and events[0][0] <= t:
@@ -925,16 +974,8 @@ class Simulator:
                 elif kind == _FAIL:
                     self._fail(key, t)
                     changed = True
-                elif kind == _LOST:
-                    if self.host_by_name[key].state in HEALTHY:
-                        self.failures["hard"] += 1
-                        self._crash(key, t)
-                        self._push(t + self.config.repair_time, _REPAIR, key)
-                        changed = True
-                elif kind == _DRAIN:
-                    if self.host_by_name[key].state == HostState.AVAILABLE:
-                        self._host_state(self.host_by_name[key], HostState.DRAINING)
-                        changed = True
+                elif kind == _HOST:
+                    changed |= self._host_event(num, t)
                 elif kind == _REPAIR:
                     self._repair_done(key, t)
                     changed = True
@@ -944,9 +985,6 @@ class Simulator:
                     changed = True
                 elif kind == _SEGMENT and num == self.plan:
                     self._plan_ticks(t)
-                elif kind == _REAL_HOST:
-                    self._real_host_change(key, self.initial.host_changes[num][2], t)
-                    changed = True
             while i < n and jobs[i].submit_time <= t:
                 self._submit(jobs[i], t)
                 i += 1
@@ -956,6 +994,7 @@ class Simulator:
                     self._pass(t)
                 else:
                     self.skipped += 1
+                    self._wake_at_protection_end(t)
                 self._plan_ticks(t)
             series.append((t, self.alloc_busy, self.unalloc_busy, self.healthy_gpus))
             if progress is not None:
@@ -1202,6 +1241,10 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
                  "gpu_hours_returned": sim.idle_returned_gpu_s / 3600,
                  "preempted": sim.idle_preempted},
         "occupancy": occupancy,
+        "idle_while_waiting": {
+            "share": sum(sim.idle_waiting_gpu_s.values()) / hs,
+            **{f"{cause}_share": gpu_s / hs for cause, gpu_s in sim.idle_waiting_gpu_s.items()},
+        },
         "timeline": timeline,
         "window_bounds_s": bounds,
         "budgets": budgets,

@@ -227,8 +227,14 @@ def test_cached_waiting_reasons_are_those_formatted_afresh(case):
 
     state, tree, params = case
     fast = schedule(state, tree, params)
+    cached = scheduling._Walk._why
+
+    def afresh(walk, w):
+        walk._whys.clear()
+        return cached(walk, w)
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scheduling._Walk, "_why", lambda self, w: self._format_why(w, self._open_free()))
+        mp.setattr(scheduling._Walk, "_why", afresh)
         plain = schedule(state, tree, params)
     assert [(type(d).__name__, d.reason) for d in fast.decisions] == [
         (type(d).__name__, d.reason) for d in plain.decisions

@@ -235,3 +235,19 @@ def test_cli_sweep_of_an_unknown_policy_is_refused(tmp_path, capsys):
               "--sweep-policy", "fairshare,lottery"])
     assert exc.value.code == 2
     assert "unknown 'lottery'" in capsys.readouterr().err
+
+
+def test_idle_gpus_while_allocated_work_waits_are_charged_to_their_cause():
+    # one host of 8 GPUs: R holds 6 for 2 h; Q (from 1 s) needs 4 and waits for R, so 2 GPUs
+    # sit idle for 2 h - 1 s of the 24 healthy GPU-hours. Until R's protection ends (1 h) no
+    # pass runs (nothing could start or preempt): fewer idle GPUs than Q needs, nothing fits.
+    # The pass at 1 h makes Q hold the host: from then on its reservation keeps them.
+    hour = 3600.0
+    jobs = [job("R", 0, 2 * hour, 6, "a", hour), job("Q", 1, hour, 4, "a", hour)]
+    summary = simulate(jobs, {"a": 1}, parse_cluster("1x8"), SimConfig()).summary
+    idle = summary["idle_while_waiting"]
+    healthy = 8 * 3 * hour
+    assert summary["end_s"] == 3 * hour
+    assert idle["nothing_fits_share"] == pytest.approx(2 * (hour - 1) / healthy)
+    assert idle["reservation_share"] == pytest.approx(2 * hour / healthy)
+    assert idle["share"] == pytest.approx(2 * (2 * hour - 1) / healthy)

@@ -44,7 +44,7 @@ def decisions(cadence: str, seed: int):
     return starts, preempted, res.summary["passes"]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6, 11, 19, 37, 38])
 def test_passes_at_crossings_decide_what_passes_at_every_tick_decide(seed):
     starts_ticks, preempted_ticks, passes_ticks = decisions("ticks", seed)
     starts, preempted, passes = decisions("crossings", seed)

@@ -24,9 +24,10 @@ from scheduler.engine.traces import TraceJob, parse_cluster
 HOUR = 3600.0
 
 
-def _replay(initial: InitialState, until: float = 4 * HOUR):
-    sim = Simulator([], {"a": 1}, parse_cluster("1x4"), SimConfig(params=Params(), until=until),
-                    initial)
+def _replay(initial: InitialState, until: float = 4 * HOUR, host_events=()):
+    """A replay of what really happened: hosts come back only by their HOST_BACK events."""
+    config = SimConfig(params=Params(), until=until, host_events=host_events, repairs=False)
+    sim = Simulator([], {"a": 1}, parse_cluster("1x4"), config, initial)
     return sim, sim.run()
 
 
@@ -61,17 +62,15 @@ def test_the_usage_window_starts_with_what_was_charged_before():
 
 
 def test_a_host_out_of_service_at_the_start_stays_out_until_it_really_came_back():
-    initial = InitialState(queued=[_queued_q()], hosts={"h0000": HostState.REPAIRING},
-                           host_changes=[(1.5 * HOUR, "h0000", HOST_BACK)])
-    _, result = _replay(initial)
+    initial = InitialState(queued=[_queued_q()], hosts={"h0000": HostState.REPAIRING})
+    _, result = _replay(initial, host_events=((1.5 * HOUR, "h0000", HOST_BACK),))
     assert result.jobs[0].first_start == 1.5 * HOUR
 
 
 def test_a_real_failure_in_the_period_loses_the_runs_on_the_host():
-    initial = InitialState(running=[_running_r()],
-                           host_changes=[(0.5 * HOUR, "h0000", HOST_FAIL),
-                                         (HOUR, "h0000", HOST_BACK)])
-    _, result = _replay(initial)
+    initial = InitialState(running=[_running_r()])
+    _, result = _replay(initial, host_events=((0.5 * HOUR, "h0000", HOST_FAIL),
+                                              (HOUR, "h0000", HOST_BACK)))
     r = result.jobs[0]
     assert (r.state, r.end_time) == ("failed", 0.5 * HOUR)  # not resumable: lost
     assert result.summary["budgets"]["a"]["delivered_total_gpu_s"] / HOUR == pytest.approx(2)
