@@ -2,6 +2,8 @@
 (``scheduler.engine.simulate``, the engine the live loop runs) with other parameters, next to
 what actually happened.
 
+* The period: the last ``days`` in whole clock hours, up to the last full hour (``period``),
+  because "actually" comes from hourly usage rollups, which cannot be cut inside an hour.
 * The trace: every workload submitted in ``[start, end)``, at its submission time, with its
   GPUs, budget leaf, owner, declared ``min_runtime`` and ``resumable``. Its work is the
   declared ``expected_duration`` when there is one, else the GPU-time its runs actually
@@ -53,6 +55,7 @@ from scheduler.engine.simulate import (
     Simulator,
 )
 from scheduler.engine.traces import ClusterSpec, HostSpec, TraceJob
+from scheduler.loop import floor_hour
 from scheduler.models import Event, Run, RunGPU, Workload
 
 HOUR = 3600.0
@@ -346,14 +349,24 @@ def params_for(cluster: Cluster, wanted: dict | None = None) -> Params:
     )
 
 
+def period(now: datetime, days: float) -> tuple[datetime, datetime]:
+    """The replayed period: ``days`` of whole clock hours up to the last full hour before
+    ``now``. What actually happened is read from the hourly usage rollups, which cannot be cut
+    inside an hour: a period starting mid-hour would replay usage that "actually" leaves out
+    (the hour it starts in) and one ending mid-hour would compare against an hour still
+    filling."""
+    end = floor_hour(now)
+    return end - timedelta(days=days), end
+
+
 def run(what_if, progress: Callable[[float], None] = lambda p: None,
         now: datetime | None = None) -> dict:
     """Both replays and the actual figures of ``what_if`` (a ``reports.models.WhatIf``)."""
     now = now or timezone.now()
     cluster = what_if.cluster
     wanted = what_if.params
-    start = now - timedelta(days=float(wanted.get("days", 7)))
-    horizon = (now - start).total_seconds()
+    start, end = period(now, float(wanted.get("days", 7)))
+    horizon = (end - start).total_seconds()
     tree = accounting.Tree()
     allocations = {a.node_id: a for a in Allocation.objects.filter(cluster=cluster)}
     today = shares_by_path(tree.nodes, allocations)
@@ -361,14 +374,14 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
     overrides = {by_path[path]: value for path, value in wanted.get("shares", {}).items()
                  if path in by_path}
     changed = shares_by_path(tree.nodes, allocations, overrides)
-    jobs, skipped = trace_jobs(cluster, start, now)
+    jobs, skipped = trace_jobs(cluster, start, end)
     spec = cluster_spec(cluster)
     as_is_params, what_if_params = params_for(cluster), params_for(cluster, wanted)
     # the usage both replays' first passes see: the longer of the two windows
     window = max(as_is_params.window, what_if_params.window)
-    initial, skipped_at_start = initial_state(cluster, start, now, window, spec.total_gpus)
-    hosts = host_events(cluster, start, now)
-    idle = idle_share(cluster, start, now, len(jobs))
+    initial, skipped_at_start = initial_state(cluster, start, end, window, spec.total_gpus)
+    hosts = host_events(cluster, start, end)
+    idle = idle_share(cluster, start, end, len(jobs))
     policy = IdlePolicy(float(cluster.idle_period), cluster.idle_threshold)
     as_is = replay(jobs, today, spec, initial, as_is_params, horizon,
                    lambda p: progress(0.5 * p), idle, policy if cluster.preempt_idle else None,
@@ -380,7 +393,7 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
                   policy if what_if_preempts_idle else None, hosts)
     return {
         "start": start.isoformat(),
-        "end": now.isoformat(),
+        "end": end.isoformat(),
         "jobs": len(jobs),
         "skipped": skipped + skipped_at_start,
         "at_start": {"running": len(initial.running), "queued": len(initial.queued),
@@ -392,7 +405,7 @@ def run(what_if, progress: Callable[[float], None] = lambda p: None,
         },
         "idle_share": idle,
         "shares": {"as_is": today, "what_if": changed},
-        "actual": actual(cluster, start, now, now),
+        "actual": actual(cluster, start, end, now),
         "as_is": as_is,
         "what_if": what,
     }

@@ -95,4 +95,5 @@ def test_a_manager_replays_a_changed_allocation_and_watches_it_run(
                           ["Hysteresis", "0.1", "0.1"]]
     assumptions = page.locator("#what-if-assumptions").inner_text()
     assert "as it really was at the start" in assumptions
+    assert "whole clock hours up to the last full one" in assumptions
     assert page.errors == []

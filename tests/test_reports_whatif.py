@@ -16,11 +16,14 @@ Capacity of the replay: 4 GPUs x 48 h = 192 GPU-h. Fractions: prog 1/2, a and b 
 """
 
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.urls import reverse
 
-from reports import tasks
+from reports import tasks, whatif
 from reports.models import WhatIf
+from scheduler.models import Event, Run, Workload
 
 HOUR = 3600
 
@@ -120,10 +123,9 @@ def test_progress_then_result_side_by_side(tiny):
 
 
 def test_the_replays_leave_the_share_of_workloads_flagged_idle_idle(tiny):
-    from scheduler.models import Event, Workload
-
     first = Workload.objects.filter(budget=tiny.a).get()
-    Event.objects.create(workload=first, kind=Event.Kind.IDLE, reason="GPUs idle")
+    Event.objects.create(workload=first, kind=Event.Kind.IDLE, reason="GPUs idle",
+                         at=first.runs.get().started + timedelta(hours=1))  # while it ran
     what_if = WhatIf.objects.create(cluster=tiny.cluster, requested_by=tiny.users["pi"],
                                     params={"days": 2, "preempt_idle": True})
     assert tasks.run_what_if(what_if.pk) == "done"
@@ -133,3 +135,22 @@ def test_the_replays_leave_the_share_of_workloads_flagged_idle_idle(tiny):
     assert result["params"]["what_if"]["preempt_idle"] is True
     assert result["params"]["as_is"]["preempt_idle"] is False
     assert {"idle_h", "idle_returned_h"} <= set(result["what_if"])
+
+
+def test_the_period_is_whole_clock_hours_up_to_the_last_full_one():
+    asked_at = datetime(2026, 3, 12, 14, 41, 40, tzinfo=UTC)
+    assert whatif.period(asked_at, 3) == (datetime(2026, 3, 9, 14, tzinfo=UTC),
+                                   datetime(2026, 3, 12, 14, tzinfo=UTC))
+
+
+def test_usage_of_the_hour_the_period_starts_in_is_replayed_and_counted_actually(tiny):
+    """W1 of org/prog/a started mid-hour, 47 h ago. Asked 48 h after halfway between the
+    clock hour and W1's start, "the last 2 days" start at that clock hour: both sides count
+    W1's first hour, which the hourly rollups charge to the hour it started in."""
+    started = Run.objects.get(workload__budget=tiny.a).started
+    hour = started.replace(minute=0, second=0)
+    asked_at = hour + (started - hour) / 2 + timedelta(hours=48)
+    what_if = WhatIf(cluster=tiny.cluster, requested_by=tiny.users["pi"], params={"days": 2})
+    result = whatif.run(what_if, now=asked_at)
+    assert result["actual"]["budgets"]["org/prog/a"]["delivered_h"] == pytest.approx(8)
+    assert result["as_is"]["budgets"]["org/prog/a"]["delivered_h"] == pytest.approx(8)

@@ -12,10 +12,6 @@ from fleet.models import Cluster
 from portal import demo
 from reports import tasks
 from reports.models import WhatIf
-from scheduler.engine.traces import TRACES_DIR
-
-needs_trace = pytest.mark.skipif(not (TRACES_DIR / "philly_vc.csv").exists(),
-                                 reason="the Philly trace is not available")
 
 
 @pytest.fixture
@@ -28,7 +24,6 @@ def seeded_week(db):
     return now
 
 
-@needs_trace
 def test_as_is_delivers_what_was_delivered_per_budget_on_the_seeded_history(seeded_week):
     ceo = User.objects.get(username="ceo")
     off = {}
