@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = [
     ("engine pass", ["bench/engine_pass.py"]),
     ("simulator on the Philly trace", ["bench/simulate_philly.py"]),
+    ("named policies: the Helios reference and contended FIFO", ["bench/policies.py"]),
     ("live tick on PostgreSQL", ["bench/tick.py"]),
     ("dashboard and report pages on a seeded year", ["bench/reports.py"]),
     ("API load: 50 concurrent clients submitting", ["bench/api_load.py"]),
