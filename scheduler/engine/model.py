@@ -345,6 +345,9 @@ class Pass:
     claims: list[Claim] = field(default_factory=list)  # to hand to the next pass
     order: list[str] = field(default_factory=list)
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
+    # under a strict policy, the first workload in line that could not start (one per partition):
+    # nothing behind it starts before it does, so no pass decides anything new until it fits
+    heads: list[Workload] = field(default_factory=list)
 
     def of(self, kind: type) -> list:
         return [d for d in self.decisions if isinstance(d, kind)]

@@ -112,6 +112,7 @@ def merge(passes: list[Pass], homeless: list[Workload], groups: list[str]) -> Pa
         out.claims.extend(p.claims)
         out.order.extend(p.order)
         out.ratios.update(p.ratios)
+        out.heads.extend(p.heads)
     if homeless:
         wait = Wait(f"no hosts for its budget: no group is named after it (groups: "
                     f"{', '.join(groups)})", "no partition")

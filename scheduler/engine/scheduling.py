@@ -304,6 +304,7 @@ class _Walk:
 
     def _behind(self, first: Workload, rest: list[Workload]) -> None:
         """A strict order: nothing starts ahead of the first workload that cannot start."""
+        self.out.heads.append(first)
         wait = Wait(f"behind {first.label}, first in line ({self.policy}: strict order)",
                     "behind")
         self.out.waits.update(dict.fromkeys([w.id for w in rest], wait))

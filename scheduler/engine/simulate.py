@@ -362,6 +362,9 @@ class Simulator:
         # under ``partitions`` a workload's contract is checked against its group's hosts
         self.partitioning = (self.memo.partitions(self.hosts)
                              if policy_of(self.params.policy).partitioned else None)
+        # a strict policy's line: the fewest GPUs the first workload in line (of any partition)
+        # needs; None when unknown (the queue changed since the last pass) or not strict
+        self.line_needs: int | None = None
         self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
         self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
         self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
@@ -422,6 +425,7 @@ class Simulator:
     # ---------------------------------------------------------------- bookkeeping
     def _enqueue(self, w: Workload, now: float) -> None:
         self.pending[w.id] = w
+        self.line_needs = None
         self.pending_gpus[w.gpus] += 1
         if w.min_runtime > 0:
             self.pending_allocated += 1
@@ -738,6 +742,8 @@ class Simulator:
             return True
         if not self.pending:
             return False
+        if self.line_needs is not None:  # a strict line moves only when its head fits
+            return self.free_avail >= self.line_needs
         if self.free_avail >= min(self.pending_gpus):
             return True
         if self.params.policy != "fairshare" or not self.pending_allocated:
@@ -752,6 +758,8 @@ class Simulator:
             result = schedule(state, self.tree, self.params)
             self.claims = result.claims
             self.passes += 1
+            # before the decisions: work they requeue is new to the line
+            self.line_needs = min((w.gpus for w in result.heads), default=None)
             standing = None
             decided = decided or any(not isinstance(d, Hold) for d in result.decisions)
             for d in result.decisions:

@@ -130,3 +130,18 @@ def test_a_workload_larger_than_its_partition_is_refused():
                    SimConfig(params=Params(policy="partitions")))
     assert res.jobs[0].state == "refused"
     assert "can never be placed" in res.jobs[0].reason
+
+
+def test_a_strict_line_moves_when_its_head_fits_and_not_before():
+    # one 8-GPU host: a (4 GPUs) until 1000 s, b (3 GPUs) until 100 s; the head (8 GPUs)
+    # arrives at 1 s, a 1-GPU follower at 2 s. b's end frees 4 GPUs: too few for the head (the
+    # simulator skips that pass), and the follower stays behind the head, which starts when a
+    # ends.
+    jobs = [TraceJob("a", 0, 1000, 4, "p/vc-a", "u", 60, True),
+            TraceJob("b", 0, 100, 3, "p/vc-a", "u", 60, True),
+            TraceJob("head", 1, 50, 8, "p/vc-a", "u", 50, True),
+            TraceJob("follower", 2, 50, 1, "p/vc-a", "u", 50, True)]
+    res = simulate(jobs, {"p": 1, "p/vc-a": 1}, parse_cluster("1x8"),
+                   SimConfig(params=Params(policy="fifo")))
+    first = {r.job.job_id: r.first_start for r in res.jobs}
+    assert first == {"a": 0, "b": 0, "head": 1000, "follower": 1050}
