@@ -49,7 +49,7 @@ from .model import (
 )
 from .partitions import Partitioning, merge
 from .placement import Floor, FloorPlan, choose_hosts, place
-from .policies import policy_of, queue_order
+from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
@@ -106,6 +106,9 @@ def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) 
     """Each partition scheduled on its own hosts with the policy named for inside partitions."""
     memo = state.memo if isinstance(state.memo, EngineMemo) else EngineMemo()
     partitioning = memo.partitions(state.hosts)
+    if params.partition_policy not in PARTITION_POLICIES:
+        raise PolicyError(f"policy {params.partition_policy!r} cannot run inside partitions: "
+                          f"use one of {', '.join(PARTITION_POLICIES)}")
     inside = replace(params, policy=params.partition_policy)
     parts, homeless = partitioning.split(state)
     passes = []

@@ -58,6 +58,12 @@ def test_an_unknown_policy_is_named_with_the_known_ones():
         policy_of("lifo")
 
 
+def test_only_policies_without_preemption_run_inside_partitions():
+    st = state(NOW, two_partitions(), [], [job("w", "p/vc-a")])
+    with pytest.raises(PolicyError, match="'partitions' cannot run inside partitions"):
+        one_pass(st, PARTS, policy="partitions", partition_policy="partitions")
+
+
 def test_every_policy_is_in_the_cli_help(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
