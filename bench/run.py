@@ -14,6 +14,7 @@ BENCHMARKS = [
     ("engine pass", ["bench/engine_pass.py"]),
     ("simulator on the Philly trace", ["bench/simulate_philly.py"]),
     ("fair share under contention", ["bench/contention.py"]),
+    ("named policies: the Helios reference and contended FIFO", ["bench/policies.py"]),
     ("live tick on PostgreSQL", ["bench/tick.py"]),
     ("dashboard and report pages on a seeded year", ["bench/reports.py"]),
     ("API load: 50 concurrent clients submitting", ["bench/api_load.py"]),

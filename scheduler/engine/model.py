@@ -212,7 +212,8 @@ class Params:
     max_min_runtime: float = 8 * 3600.0
     hysteresis: float = 0.1  # a branch is over-used for preemption when ratio > 1 + hysteresis
     grace: float = 300.0
-    policy: str = "fairshare"  # "fairshare" | "fifo" | "quota"
+    policy: str = "fairshare"  # a name of ``policies.POLICIES``
+    partition_policy: str = "fifo"  # the policy inside each partition under "partitions"
     # Unallocated work promised nothing, so it gets a shorter grace when preempted: the
     # difference between a debug session starting in a minute and in five (notes/SIMULATION.md,
     # "Grace for unallocated victims", for the sweep that chose it).
@@ -313,7 +314,8 @@ Decision = Start | Preempt | Stop | Hold | HostDrained
 @dataclass(frozen=True, slots=True)
 class Wait:
     """Why a pending workload did not start, as data: ``blocker`` is the kind of obstacle
-    ("held", "claim", "no victim", "final share", "quota", "no preemption", "unallocated"),
+    ("held", "claim", "no victim", "final share", "quota", "no preemption", "unallocated",
+    "behind" (a strict order's first in line cannot start), "no partition"),
     ``hosts`` the hosts it waits on, ``until`` when they are expected free (None: unknown)."""
 
     reason: str
@@ -348,6 +350,9 @@ class Pass:
     # workloads whose claim this pass made, started on or gave back: GPUs set aside changed hands
     claims_changed: list[str] = field(default_factory=list)
     share_blocked: list[str] = field(default_factory=list)  # kept back by the final-share rule
+    # under a strict policy, the first workload in line that could not start (one per partition):
+    # nothing behind it starts before it does, so no pass decides anything new until it fits
+    heads: list[Workload] = field(default_factory=list)
 
     def of(self, kind: type) -> list:
         return [d for d in self.decisions if isinstance(d, kind)]

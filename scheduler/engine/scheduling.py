@@ -4,18 +4,21 @@
    runs on DRAINING hosts are signalled as soon as they are preemptible; an empty DRAINING
    host is reported drained.
 1. Pending workloads are ranked: allocated work by Fair Tree rank, then unallocated work in
-   submission order ("fifo" and "quota" use submission order throughout).
-2. Walking that order, each workload starts if it fits on free GPUs (``placement.place``).
+   submission order (the other named policies use their own order throughout:
+   ``policies.queue_order``; ``partitions`` runs one pass per partition).
+2. Walking that order, each workload starts if it fits on free GPUs (``placement.place``). A
+   strict policy (``fifo``, ``sjf``) stops at the first workload that cannot start.
 3. An allocated workload that does not fit may preempt (``preemption.victims_for``), within
    the final-share rule (``preemption.Rules.final_share_block``). Its victims are signalled and
    keep their GPUs for the grace period (a shorter one for unallocated work); the requester
    **claims** those GPUs (``model.Claim``, handed to the next pass by the driver) and starts on
    them when they are free: nobody else starts on claimed GPUs, across passes.
 4. The first workload that can neither start nor preempt holds the hosts that will free
-   soonest; after that, held hosts take only work that will be out of the way in time
-   (by expected duration, else by protection) or, under fair share, unallocated work that the
-   holder may preempt. The same rule opens held hosts to preemption: a requester out of the
-   way in time (grace period included) may displace victims there.
+   soonest (under policies with a reservation: ``policies.Policy.reservations``); after that,
+   held hosts take only work that will be out of the way in time (by expected duration, else
+   by protection) or, under fair share, unallocated work that the holder may preempt. The
+   same rule opens held hosts to preemption: a requester out of the way in time (grace period
+   included) may displace victims there.
 5. Every decision and every wait carries a reason naming budgets and their ratios.
 """
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .fairshare import Standing, order_key, percent, ratio
 from .model import (
@@ -31,6 +34,7 @@ from .model import (
     Claim,
     ClusterState,
     Hold,
+    Host,
     HostDrained,
     HostState,
     Params,
@@ -43,11 +47,11 @@ from .model import (
     Wait,
     Workload,
 )
+from .partitions import Partitioning, merge
 from .placement import Floor, FloorPlan, choose_hosts, place
+from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
-
-RESERVATIONS = 1  # how many blocked workloads may hold hosts in one pass (as Slurm's backfill)
 
 
 class EngineMemo:
@@ -57,13 +61,22 @@ class EngineMemo:
     changed since the previous pass. Optional: without it every pass reads everything.
     """
 
-    __slots__ = ("plan",)
+    __slots__ = ("plan", "partitioning", "parts")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
+        self.partitioning: Partitioning | None = None  # the ``partitions`` policy's groups
+        self.parts: dict[str, EngineMemo] = {}  # one memo per partition
+
+    def partitions(self, hosts: list[Host]) -> Partitioning:
+        if self.partitioning is None or self.partitioning.hosts is not hosts:
+            self.partitioning, self.parts = Partitioning(hosts), {}
+        return self.partitioning
 
 
 def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
+    if policy_of(params.policy).partitioned:
+        return _schedule_partitions(state, tree, params)
     memo = state.memo if isinstance(state.memo, EngineMemo) else None
     plan = memo.plan if memo is not None else FloorPlan()
     plan.update(state.hosts, state.running)
@@ -78,7 +91,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
             standing = Standing(tree, state.usage, state.capacity)
         order = sorted(state.pending, key=order_key(standing))
     else:
-        order = sorted(state.pending, key=lambda w: (w.submitted, w.id))
+        order = queue_order(state.pending, policy_of(params.policy))
     out.order = [w.id for w in order]
     walk = _Walk(state, tree, params, standing, floor, stopped, out)
     walk.take_claims(state.claims)
@@ -88,6 +101,22 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out.share_blocked = sorted(walk.share_blocked)
     out.waiting = {wid: wait.reason for wid, wait in out.waits.items()}
     return out
+
+
+def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
+    """Each partition scheduled on its own hosts with the policy named for inside partitions."""
+    memo = state.memo if isinstance(state.memo, EngineMemo) else EngineMemo()
+    partitioning = memo.partitions(state.hosts)
+    if params.partition_policy not in PARTITION_POLICIES:
+        raise PolicyError(f"policy {params.partition_policy!r} cannot run inside partitions: "
+                          f"use one of {', '.join(PARTITION_POLICIES)}")
+    inside = replace(params, policy=params.partition_policy)
+    parts, homeless = partitioning.split(state)
+    passes = []
+    for group, part in parts.items():
+        part.memo = memo.parts.setdefault(group, EngineMemo())
+        passes.append(schedule(part, tree, inside))
+    return merge(passes, homeless, list(parts))
 
 
 def next_event(state: ClusterState, params: Params) -> float | None:
@@ -206,11 +235,12 @@ class _Walk:
         self.now = state.now
         self.params = params
         self.policy = params.policy
+        self.strict = policy_of(params.policy).strict
         self.standing_if_any = standing
         self._rules: Rules | None = None
         self.floor = floor
         self.out = out
-        self.holds_left = RESERVATIONS
+        self.holds_left = policy_of(params.policy).reservations
         self.holders: list[str] = []
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
         # leaf -> (size, end) of a request that found no victim set: larger, later ones skip
@@ -272,8 +302,18 @@ class _Walk:
             self._holdings.add(leaf, gpus)
 
     def run(self, order: list[Workload]) -> None:
-        for w in order:
+        for at, w in enumerate(order):
             self.consider(w)
+            if self.strict and w.id in self.out.waits:
+                self._behind(w, order[at + 1:])
+                return
+
+    def _behind(self, first: Workload, rest: list[Workload]) -> None:
+        """A strict order: nothing starts ahead of the first workload that cannot start."""
+        self.out.heads.append(first)
+        wait = Wait(f"behind {first.label}, first in line ({self.policy}: strict order)",
+                    "behind")
+        self.out.waits.update(dict.fromkeys([w.id for w in rest], wait))
 
     def consider(self, w: Workload) -> None:
         if self.policy == "quota" and w.min_runtime > 0 and not self._within_quota(w):

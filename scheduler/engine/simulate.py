@@ -59,6 +59,7 @@ from .model import (
     Stop,
     Workload,
 )
+from .policies import PARTITION_POLICIES, POLICIES, policy_of
 from .repairs import RepairFigure
 from .report import write_report
 from .scheduling import EngineMemo, next_event, schedule
@@ -86,8 +87,8 @@ JOBS_COLUMNS = (
     "unallocated_gpu_s",
 )
 RUNS_COLUMNS = (
-    "job_id", "run", "start", "end", "gpus", "hosts", "allocated", "protected_until",
-    "end_reason",
+    "job_id", "run", "start", "end", "gpus", "hosts", "placement", "allocated",
+    "protected_until", "end_reason",
 )
 HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
@@ -361,6 +362,12 @@ class Simulator:
         self.host_index = {h.name: i for i, h in enumerate(self.hosts)}
         # the engine's picture of hosts and runs, carried from one pass to the next
         self.memo = EngineMemo()
+        # under ``partitions`` a workload's contract is checked against its group's hosts
+        self.partitioning = (self.memo.partitions(self.hosts)
+                             if policy_of(self.params.policy).partitioned else None)
+        # a strict policy's line: the fewest GPUs the first workload in line (of any partition)
+        # needs; None when unknown (the queue changed since the last pass) or not strict
+        self.line_needs: int | None = None
         self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
         self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
         self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
@@ -425,6 +432,7 @@ class Simulator:
     # ---------------------------------------------------------------- bookkeeping
     def _enqueue(self, w: Workload, now: float) -> None:
         self.pending[w.id] = w
+        self.line_needs = None
         self.pending_gpus[w.gpus] += 1
         if w.min_runtime > 0:
             self.pending_allocated += 1
@@ -451,7 +459,9 @@ class Simulator:
         rec = JobRecord(tj, w, remaining=tj.duration)
         self.jobs[w.id] = rec
         try:
-            validate(w, self.hosts, self.tree, self.params)  # the contract, as on submit
+            hosts = self.hosts if self.partitioning is None else self.partitioning.hosts_for(
+                w.budget)
+            validate(w, hosts, self.tree, self.params)  # the contract, as on submit
         except ContractError as exc:
             rec.state = "refused"
             rec.end_time = now
@@ -759,6 +769,8 @@ class Simulator:
             return True
         if not self.pending:
             return False
+        if self.line_needs is not None:  # a strict line moves only when its head fits
+            return self.free_avail >= self.line_needs
         if self.free_avail >= min(self.pending_gpus):
             return True
         if self.params.policy != "fairshare" or not self.pending_allocated:
@@ -775,6 +787,8 @@ class Simulator:
             self.held_hosts = tuple(h for d in result.decisions if isinstance(d, Hold)
                                     for h in d.hosts)
             self.passes += 1
+            # before the decisions: work they requeue is new to the line
+            self.line_needs = min((w.gpus for w in result.heads), default=None)
             standing = None
             for d in result.decisions:
                 if isinstance(d, Start):
@@ -1081,7 +1095,8 @@ class SimResult:
             w.writerow(RUNS_COLUMNS)
             for r in self.runs:
                 w.writerow((r.job_id, r.run, _f(r.start), _f(r.end), r.gpus, r.hosts,
-                            int(r.allocated), _f(r.protected_until), r.end_reason))
+                            placement_text(r.slots), int(r.allocated), _f(r.protected_until),
+                            r.end_reason))
 
     def write(self, out: Path | str, html: bool = True) -> dict[str, Path]:
         out = Path(out)
@@ -1095,6 +1110,11 @@ class SimResult:
             paths["report"] = out / "report.html"
             write_report(self.summary, paths["report"])
         return paths
+
+
+def placement_text(slots: tuple) -> str:
+    """runs.csv's ``placement``: the GPUs each host holds for the run, ``h0314:8 h0315:4``."""
+    return " ".join(f"{host}:{len(idx)}" for host, idx in slots)
 
 
 def _json_default(o):
@@ -1207,7 +1227,8 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
     return {
         "trace": sim.trace_description,
         "cluster": sim.cluster.describe(),
-        "params": {"policy": p.policy, "window_s": p.window, "half_life_s": p.half_life,
+        "params": {"policy": p.policy, "partition_policy": p.partition_policy,
+                   "window_s": p.window, "half_life_s": p.half_life,
                    "max_min_runtime_s": p.max_min_runtime, "hysteresis": p.hysteresis,
                    "grace_s": p.grace, "unallocated_grace_s": p.unallocated_grace,
                    "pass_interval_s": p.pass_interval, "cadence": sim.config.cadence,
@@ -1387,9 +1408,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--resumable-fraction", type=float, default=0.8,
                    help="seeded fraction of jobs that checkpoint and can be requeued")
     g = ap.add_argument_group("scheduling parameters (engine Params)")
-    policy = g.add_argument("--policy", choices=("fairshare", "fifo", "quota"), default="fairshare",
-                   help="fairshare (Fair Tree + preemption), fifo (submission order, no "
-                   "preemption) or quota (static per-budget GPU quotas, no preemption)")
+    policy = g.add_argument("--policy", choices=tuple(POLICIES), default="fairshare",
+                   help="; ".join(f"{p.name}: {p.summary}" for p in POLICIES.values())
+                   + ". Every order breaks ties by submission time, then job id")
+    g.add_argument("--partition-policy", choices=PARTITION_POLICIES, default="fifo",
+                   help="the policy inside each partition under --policy partitions (the "
+                   "partitions come from the cluster's groups: a sizes CSV's VCs)")
     g.add_argument("--window", type=duration, default=7 * 86400.0,
                    help="fair-share lookback window (also the period of the per-window "
                    "delivered-vs-entitlement report)")
@@ -1470,6 +1494,7 @@ def config_from_args(a: argparse.Namespace) -> tuple[SimConfig, ConversionRule]:
         raise TraceError("--pass-interval must be > 0")
     params = Params(window=a.window, half_life=a.half_life, max_min_runtime=a.max_min_runtime,
                     hysteresis=a.hysteresis, grace=a.grace, policy=a.policy,
+                    partition_policy=a.partition_policy,
                     unallocated_grace=a.unallocated_grace, pass_interval=a.pass_interval)
     cfg = SimConfig(params=params, seed=a.seed, failure_rate=a.failure_rate,
                     repair_time=a.repair_time, soft_fraction=a.soft_fraction,

@@ -30,6 +30,10 @@ TRACES_DIR = PROJECT_ROOT / "data" / "traces"  # the public traces, gzipped (see
 PHILLY_TRACE = TRACES_DIR / "philly_vc.csv.gz"
 PHILLY_SIZES = TRACES_DIR / "philly_vc_sizes.csv.gz"
 CHRONUS_MIX = TRACES_DIR / "chronus_philly_mix1.csv.gz"
+# Helios's Philly simulation window, 2017-10-01 00:00 to 2017-11-30 23:59, in philly_vc.csv's
+# seconds: from its first job on or after October 1 (--start), 61 days less a minute, end
+# included (--end is exclusive). data/traces/README.md says how the dates were placed.
+PHILLY_OCT_NOV_2017 = (2_295_004.0, 2_295_004.0 + 61 * 86400 - 60 + 1)
 
 DESIGN_COLUMNS = ("submit_time", "duration", "gpus", "budget", "user", "min_runtime", "resumable")
 PUBLIC_COLUMNS = ("job_id", "submit_s", "duration_s", "num_gpus", "group", "user", "job_class")

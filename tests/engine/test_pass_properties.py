@@ -76,7 +76,8 @@ def scenarios(draw):
     pending = [workload(1000 + j, biggest) for j in range(draw(st.integers(0, 12)))]
     state = ClusterState(NOW, host_list, running, pending, usage=usage, capacity=capacity)
     params = Params(
-        policy=draw(st.sampled_from(["fairshare", "fairshare", "fifo", "quota"])),
+        policy=draw(st.sampled_from(
+            ["fairshare", "fairshare", "fifo", "fifo-backfill", "sjf", "quota"])),
         hysteresis=draw(st.sampled_from([0.0, 0.1])),
     )
     return state, tree, params

@@ -293,10 +293,10 @@ def test_next_event_is_the_protection_expiry_of_a_run_on_a_draining_host():
     assert next_event(state(NOW, draining_host(), [young], []), Params()) == NOW - 60 + HOUR
 
 
-def test_fifo_keeps_unallocated_work_without_known_end_off_held_hosts():
+def test_fifo_backfill_keeps_unallocated_work_without_known_end_off_held_hosts():
     big = job("big", gpus=16, submitted=0)
     free = job("free", gpus=1, min_runtime=0, submitted=1)
-    result = one_pass(reserved_cluster(big, free), TWO, policy="fifo")
+    result = one_pass(reserved_cluster(big, free), TWO, policy="fifo-backfill")
     assert started(result) == {}
 
 

@@ -46,8 +46,8 @@ def test_protected_work_is_waited_for_and_files_have_the_design_columns(tmp_path
         "first_start", "end_time", "state", "wait_s", "run_s", "preemptions",
         "allocated_gpu_s", "unallocated_gpu_s"]
     assert list(RUNS_COLUMNS) == [
-        "job_id", "run", "start", "end", "gpus", "hosts", "allocated", "protected_until",
-        "end_reason"]
+        "job_id", "run", "start", "end", "gpus", "hosts", "placement", "allocated",
+        "protected_until", "end_reason"]
     j = {r["job_id"]: r for r in rows(tmp_path / "jobs.csv")}
     assert (j["a1"]["first_start"], j["a1"]["end_time"], j["a1"]["state"]) == ("0", "100",
                                                                                 "completed")
@@ -148,7 +148,7 @@ def test_same_seed_same_files_with_host_failures(tmp_path):
 
 def test_policies_share_the_same_driver():
     jobs = [job(f"j{i}", i * 10, 600, 2, "ab"[i % 2], 300 * (i % 2)) for i in range(12)]
-    for policy in ("fairshare", "fifo", "quota"):
+    for policy in ("fairshare", "fifo", "fifo-backfill", "sjf", "quota"):
         res = simulate(jobs, {"a": 1, "b": 1}, parse_cluster("2x4"),
                        SimConfig(params=Params(policy=policy)))
         assert all(r.state == "completed" for r in res.jobs), policy

@@ -50,11 +50,31 @@ def scenarios(draw):
         max_min_runtime=max_min,
         hysteresis=draw(st.sampled_from([0.0, 0.1, 0.5])),
         grace=draw(st.sampled_from([0.0, 60.0, 300.0])),
-        policy=draw(st.sampled_from(["fairshare", "fairshare", "fifo", "quota"])),
+        policy=draw(st.sampled_from(
+            ["fairshare", "fairshare", "fifo", "fifo-backfill", "sjf", "quota"])),
     )
     cfg = SimConfig(params=params, seed=draw(st.integers(0, 3)),
                     failure_rate=draw(st.sampled_from([0.0, 0.0, 4.0])), repair_time=1200.0)
     return ClusterSpec(hosts), shares, jobs, cfg
+
+
+def host_capacity_overruns(rows: list[dict], size: dict[str, int]) -> list[str]:
+    """An outside checker's view of runs.csv: each run's ``placement`` (``h0:8 h1:4``) names
+    its hosts and GPUs, which add up to its ``gpus``; at every start on a host, the GPUs held
+    there by runs [start, end) stay within the host's size. Returns what broke."""
+    broken, on_host = [], {}
+    for r in rows:
+        held = [(host, int(n)) for host, n in (p.split(":") for p in r["placement"].split())]
+        if sum(n for _, n in held) != int(r["gpus"]) or [h for h, _ in held] != r["hosts"].split():
+            broken.append(f"{r['job_id']} run {r['run']}: placement {r['placement']!r}")
+        for host, n in held:
+            on_host.setdefault(host, []).append((float(r["start"]), float(r["end"]), n))
+    for host, spans in on_host.items():
+        for start, _, _ in spans:
+            busy = sum(n for a, b, n in spans if a <= start < b)
+            if busy > size[host]:
+                broken.append(f"{host} holds {busy} GPUs at {start:g}, has {size[host]}")
+    return broken
 
 
 def read(path: Path) -> list[dict]:
@@ -115,6 +135,8 @@ def test_invariants_on_runs_and_jobs(scenario):
         hosts = r["hosts"].split()
         assert hosts and all(h in size for h in hosts)
         assert int(r["gpus"]) <= sum(size[h] for h in hosts)
+    # host capacity never exceeded, from runs.csv's placement column alone
+    assert host_capacity_overruns(rrows, size) == []
 
     # protected runs are never preempted (by rebalancing or drain): allocated runs that end
     # preempted/drained end at or after protected_until
