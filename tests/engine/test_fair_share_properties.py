@@ -84,7 +84,10 @@ def apply(state: ClusterState, result, between) -> ClusterState:
     pending if resumable); the next pass comes ``later`` with this pass's claims and the
     workloads submitted since."""
     later, arrivals = between
-    running = [r for r in state.running]
+    # signalled runs are copies: the state this pass saw must stay as it was for the checks
+    signalled = {id(d.run) for d in result.decisions if isinstance(d, Preempt)}
+    running = [replace(r, signalled_at=state.now) if id(r) in signalled else r
+               for r in state.running]
     pending = {w.id: w for w in state.pending}
     pending.update((w.id, w) for w in arrivals)
     for d in result.decisions:
@@ -92,10 +95,8 @@ def apply(state: ClusterState, result, between) -> ClusterState:
             del pending[d.workload.id]
             w = d.workload
             running.append(Run(w, state.now, d.placement, state.now + w.min_runtime))
-        elif isinstance(d, Preempt):
-            d.run.signalled_at = state.now
         elif isinstance(d, Stop):
-            running.remove(d.run)
+            running = [r for r in running if r.workload.id != d.run.workload.id]
             if d.requeue:
                 pending[d.run.workload.id] = d.run.workload
     return replace(state, now=state.now + later, running=running, pending=list(pending.values()),
