@@ -14,8 +14,9 @@ postgres://postgres@127.0.0.1:5432/postgres; the benchmark builds its state in a
 database (``test_<name>``) and drops it afterwards. The state: one cluster of 16 hosts x 8
 GPUs, a budget tree org/prog/proj-<k>, one user per client (a member of a leaf) with an API
 token. Each client keeps one HTTP connection and POSTs /api/workloads/ `each` times with
-names unique to it, each with its own Idempotency-Key as the CLI sends (``--no-keys``: none);
-a refused or failed request is counted, never retried. Then the database is read back:
+names unique to it, each with its own Idempotency-Key as the CLI sends (``--no-keys``: none),
+after one GET that warms a gunicorn worker up; a refused or failed request is counted, never
+retried. Then the database is read back:
 every accepted workload exists exactly once, every name the clients were told was accepted is
 there, nothing else was written, and the worker started runs meanwhile.
 """
@@ -150,6 +151,40 @@ def stop(process) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+def cpu_seconds(gunicorn, worker, database: str) -> dict[str, float]:
+    """CPU time (user + system) spent so far by the portal's processes, the worker's and the
+    PostgreSQL backends serving the benchmark's database: a figure other load on the machine
+    does not change, unlike the rate. Linux only (/proc), like the benchmark's server."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def of_group(group: int) -> float:
+        spent = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the process ended meanwhile
+                continue
+            if int(fields[2]) == group:  # fields[0] is the state: pgrp is the 5th of stat
+                spent += int(fields[11]) + int(fields[12])
+        return spent / ticks
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> "
+                       "pg_backend_pid()", [database])
+        backends = [pid for (pid,) in cursor.fetchall()]
+    postgres = 0.0
+    for pid in backends:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # PostgreSQL on another machine, or the backend ended
+            continue
+        postgres += (int(fields[11]) + int(fields[12])) / ticks
+    spent = {"portal": of_group(gunicorn.pid), "PostgreSQL": postgres}
+    if worker is not None:
+        spent["worker"] = of_group(worker.pid)
+    return spent
+
+
 class Client(threading.Thread):
     def __init__(self, port, username, token, budget, each, start, deadline, keys):
         super().__init__(daemon=True)
@@ -159,11 +194,18 @@ class Client(threading.Thread):
         self.refused: list[tuple[str, int, str]] = []
         self.failed: list[tuple[str, str]] = []
         self.latencies: list[float] = []
+        self.warm = threading.Event()
 
     def run(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
                    "Accept": "application/json"}
+        # Warm the gunicorn workers up (each imports the API on its first request): the
+        # figures are the steady state's. A fresh connection then, as gunicorn closes idle ones.
+        conn.request("GET", "/api/clusters/", headers=headers)
+        conn.getresponse().read()
+        conn.close()
+        self.warm.set()
         self.start_event.wait()
         for i in range(self.each):
             if time.monotonic() > self.deadline:
@@ -232,11 +274,16 @@ def main() -> int:
                               args.keys) for u, t, b in users]
             for client in clients:
                 client.start()
+            for client in clients:
+                client.warm.wait()
+            cpu_before = cpu_seconds(process, worker, settings["NAME"])
             began = time.perf_counter()
             start.set()
             for client in clients:
                 client.join()
             elapsed = time.perf_counter() - began
+            cpu = {part: spent - cpu_before.get(part, 0.0) for part, spent in
+                   cpu_seconds(process, worker, settings["NAME"]).items()}
             stop(process)
             if worker is not None:
                 stop(worker)
@@ -268,6 +315,11 @@ def main() -> int:
               f"submitted events {events}, refused {len(refused)}, failed {len(failed)}")
         if args.ticking:
             print(f"worker: {runs} runs started by its ticks while the clients submitted")
+        per_submission = {part: 1000 * spent / max(1, len(accepted)) for part, spent in cpu.items()}
+        total = sum(per_submission.values())
+        print("CPU per submission: " + ", ".join(
+            f"{part} {ms:.1f} ms" for part, ms in per_submission.items()
+        ) + f"; {total:.1f} ms in all, so at most {1000 / total:.0f} submissions/s per idle core")
         for name, status, text in refused[:5]:
             print(f"  refused {name}: {status} {text}")
         for name, error in failed[:5]:
