@@ -1,8 +1,10 @@
 """Celery tasks: the beat schedule ticks every cluster, submit/cancel ask for a tick after
-commit, and a broker outage never breaks a submission."""
+commit (one queued tick per cluster at a time), and a broker outage never breaks a
+submission."""
 
 from django.conf import settings
 
+from fleet.models import Cluster
 from scheduler import services, tasks
 from scheduler.models import Run, Workload
 
@@ -52,3 +54,44 @@ def test_submit_in_eager_mode_starts_the_run_at_once(lab, django_capture_on_comm
     finally:
         app.conf.task_always_eager = False
     assert Workload.objects.get(pk=w.pk).state == "RUNNING"
+
+
+def test_requests_while_a_tick_is_queued_queue_nothing_more(lab, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", lambda args, **kw: sent.append(args))
+    for _ in range(3):
+        tasks.send_tick(lab.cluster.pk)
+    assert sent == [(lab.cluster.pk,)]
+
+
+def test_a_request_once_the_tick_started_queues_the_next_one(lab, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", lambda args, **kw: sent.append(args))
+    tasks.send_tick(lab.cluster.pk)
+    tasks.tick_cluster(lab.cluster.pk)
+    tasks.send_tick(lab.cluster.pk)
+    assert sent == [(lab.cluster.pk,)] * 2
+
+
+def test_each_cluster_has_its_own_queued_tick(lab, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", lambda args, **kw: sent.append(args))
+    other = Cluster.objects.create(name="other", gpu_type="A100")
+    tasks.send_tick(lab.cluster.pk)
+    tasks.send_tick(other.pk)
+    assert sent == [(lab.cluster.pk,), (other.pk,)]
+
+
+def test_a_tick_the_broker_refused_is_asked_for_again(lab, monkeypatch):
+    sent = []
+
+    def down_once(args, **kwargs):
+        if not sent:
+            sent.append("refused")
+            raise ConnectionError("broker down")
+        sent.append(args)
+
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", down_once)
+    tasks.send_tick(lab.cluster.pk)
+    tasks.send_tick(lab.cluster.pk)
+    assert sent == ["refused", (lab.cluster.pk,)]
