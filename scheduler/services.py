@@ -97,7 +97,11 @@ def submit(
     expected_duration=None,
 ) -> Workload:
     """Queue a workload. Raises ``SubmissionError`` (with ``.field``) for bad input and
-    ``PermissionDenied`` for a budget the user may not charge; nothing is written then."""
+    ``PermissionDenied`` for a budget the user may not charge; nothing is written then.
+
+    The workload comes back with its runs, claims and events known as a prefetch leaves them
+    (none, none, the submitted event), so that answering with it reads nothing back: read it
+    again to see what later ticks did."""
     name = (name or "").strip()
     command = (command or "").strip()
     if not name:
