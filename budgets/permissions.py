@@ -17,6 +17,8 @@
   shares); managers and reviewers follow the progress of their subtrees.
 """
 
+from functools import cached_property
+
 from django.db.models import Q, Value
 
 from budgets.paths import PATH_SEPARATOR
@@ -35,15 +37,19 @@ class Roles:
             self.managed, self.member_of, self.reviewing = (
                 sorted(held[role]) for role in ("manager", "member", "reviewer")
             )
-            self.operator = user.has_perm("fleet.operate_fleet")
         else:
             self.managed, self.member_of, self.reviewing = [], [], []
-            self.operator = False
+
+    @cached_property
+    def operator(self) -> bool:
+        """Asked only when it decides (two permission queries): a member submitting
+        work never needs it."""
+        return bool(self.user.is_authenticated and self.user.has_perm("fleet.operate_fleet"))
 
     @property
     def any(self) -> bool:
-        return self.superuser or self.operator or bool(
-            self.managed or self.member_of or self.reviewing
+        return self.superuser or bool(self.managed or self.member_of or self.reviewing) or (
+            self.operator
         )
 
     def manages(self, path: str) -> bool:

@@ -50,25 +50,37 @@ def once(
     fingerprint."""
     with transaction.atomic():
         try:
-            with transaction.atomic():
-                claim = IdempotencyKey.objects.create(
-                    user=user, key=key, fingerprint=request_fingerprint
-                )
+            claim = _claim(user, key, request_fingerprint)
         except IntegrityError:
             first = IdempotencyKey.objects.get(user=user, key=key)
-            if first.fingerprint != request_fingerprint:
+            if first.created < timezone.now() - KEPT_FOR:  # not purged yet, but forgotten
+                first.delete()
+                claim = _claim(user, key, request_fingerprint)
+            elif first.fingerprint != request_fingerprint:
                 raise KeyReused(
                     f"This {HEADER} was already used for a different request; use a new key "
                     "for a new request."
                 ) from None
-            return first.replay()
-        IdempotencyKey.objects.filter(user=user, created__lt=timezone.now() - KEPT_FOR).delete()
+            else:
+                return first.replay()
         response = respond()
         if keep(response):
             claim.remember(response)
         else:
             transaction.set_rollback(True)
     return response
+
+
+def _claim(user, key: str, request_fingerprint: str) -> IdempotencyKey:
+    with transaction.atomic():  # a savepoint: the duplicate's IntegrityError is expected
+        return IdempotencyKey.objects.create(user=user, key=key, fingerprint=request_fingerprint)
+
+
+def purge_expired(now) -> int:
+    """Delete the keys older than KEPT_FOR (hourly, ``common.tasks``): a request carries no
+    cleaning of its own. Returns how many were deleted."""
+    deleted, _ = IdempotencyKey.objects.filter(created__lt=now - KEPT_FOR).delete()
+    return deleted
 
 
 class IdempotencyMiddleware:

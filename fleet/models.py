@@ -178,6 +178,25 @@ class Host(models.Model):
         return f"{self.cluster.name}/{self.name}"
 
 
+class ValidationStamp(models.Model):
+    """What submission validation reads of a cluster (its hosts, the budget tree, the
+    cluster's allocations) changed when this stamp changed: submit keeps its validation
+    snapshot in the shared cache under the stamp (``scheduler.validation``).
+
+    Only database triggers write it (fleet's and budgets' migrations), so every writer is
+    seen: services, the admin, queryset ``update()``s and raw SQL alike. A new stamp is
+    random rather than a counter so that no rolled-back or restored database ever repeats
+    a stamp another state of the data was cached under."""
+
+    cluster = models.OneToOneField(
+        Cluster, primary_key=True, on_delete=models.CASCADE, related_name="validation_stamp"
+    )
+    stamp = models.CharField(max_length=32)
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.stamp}"
+
+
 class HostEvent(models.Model):
     """Health and maintenance history of a host: drains, failures, repairs, escalations."""
 

@@ -266,6 +266,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "reports.send_review_reports",
         "schedule": crontab(minute=0, hour=REVIEW_REPORT_HOUR, day_of_week=REVIEW_REPORT_DAY),
     },
+    "purge-idempotency-keys": {
+        "task": "common.purge_idempotency_keys",
+        "schedule": 3600.0,
+    },
     "compact-occupancy-samples": {
         "task": "scheduler.compact_samples",
         "schedule": 3600.0,

@@ -27,16 +27,17 @@ from budgets.signals import allocation_expired, member_leaving
 from common.errors import ServiceError
 from fleet.backends import backend_for
 from fleet.locks import lock_cluster
-from fleet.models import Cluster, Host
+from fleet.models import Cluster
 from scheduler import permissions
 from scheduler.engine import BudgetTree, ContractError, Params, contract
 from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine.wording import quantity
-from scheduler.engine_views import budget_tree, engine_hosts, engine_params, engine_workload
+from scheduler.engine_views import engine_params, engine_workload
 from scheduler.loop import charge_usage
-from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, RunGPU, Workload
+from scheduler.models import GPUS_MAX, SECONDS_MAX, Claim, Event, Run, RunGPU, Workload
 from scheduler.signals import announce_events
 from scheduler.tasks import request_tick
+from scheduler.validation import validation_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,11 @@ def submit(
     expected_duration=None,
 ) -> Workload:
     """Queue a workload. Raises ``SubmissionError`` (with ``.field``) for bad input and
-    ``PermissionDenied`` for a budget the user may not charge; nothing is written then."""
+    ``PermissionDenied`` for a budget the user may not charge; nothing is written then.
+
+    The workload comes back with its runs, claims and events known as a prefetch leaves them
+    (none, none, the submitted event), so that answering with it reads nothing back: read it
+    again to see what later ticks did."""
     name = (name or "").strip()
     command = (command or "").strip()
     if not name:
@@ -126,17 +131,17 @@ def submit(
         )
         if expected_duration < 1:
             raise SubmissionError("The expected duration must be positive.", "expected_duration")
-    if BudgetNode.objects.filter(parent=budget).exists():
+    snapshot = validation_snapshot(cluster)
+    if not snapshot.is_leaf(budget.path):
         raise SubmissionError(
             f"{budget.path} is not a leaf budget: charge one of its projects or researchers.",
             "budget",
         )
     if not permissions.can_charge(user, budget):
         raise PermissionDenied(f"You are not a member of {budget.path}.")
-    hosts = engine_hosts(Host.objects.filter(cluster=cluster))
+    hosts, tree = snapshot.hosts, snapshot.tree
     if not hosts:
         raise SubmissionError(f"Cluster {cluster.name} has no hosts yet.", "cluster")
-    tree = budget_tree(cluster)
     params = engine_params(cluster)
     candidate = EngineWorkload(
         id="new", budget=budget.path, gpus=gpus, min_runtime=float(min_runtime),
@@ -150,7 +155,7 @@ def submit(
             message[:1].upper() + message[1:] + ".", _contract_field(candidate, hosts, tree, params)
         ) from None
 
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # nothing here is worth retrying alone
         workload = Workload.objects.create(
             name=name,
             owner=user,
@@ -163,12 +168,23 @@ def submit(
             expected_duration=expected_duration,
             queue_reason="submitted: waiting for the next scheduling pass",
         )
-        Event.objects.create(
+        submitted = Event.objects.create(
             workload=workload, at=workload.submitted, kind=Event.Kind.SUBMITTED,
             reason=_contract_words(workload),
         )
         request_tick(cluster.pk)
+    _known_to_be_new(workload, submitted)
     return workload
+
+
+def _known_to_be_new(workload: Workload, submitted: Event) -> None:
+    """A workload just created has no runs and no claims, and one event: say so the way
+    ``prefetch_related`` would, so that answering with it reads nothing back."""
+    events = Event.objects.filter(pk=submitted.pk)
+    events._result_cache, events._prefetch_done = [submitted], True
+    workload._prefetched_objects_cache = {
+        "runs": Run.objects.none(), "claims": Claim.objects.none(), "events": events,
+    }
 
 
 def _contract_words(w: Workload) -> str:

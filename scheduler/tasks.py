@@ -1,6 +1,7 @@
 """Celery tasks: the beat ticks every cluster every few seconds; submit, cancel and every
 operator action on a host ask for a tick of their cluster at once (after their transaction
-commits). And the simulator's parameter sweeps, one task per point."""
+commits), one queued tick per cluster at a time. And the simulator's parameter sweeps, one
+task per point."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 from celery import chord, shared_task
 from celery.result import AsyncResult
+from django.core.cache import cache
 from django.db import transaction
 from django.dispatch import receiver
 
@@ -20,12 +22,18 @@ from scheduler.tick_metrics import record_tick
 log = logging.getLogger(__name__)
 
 TICK_EXPIRES = 60  # seconds: a tick queued longer than this is stale (the beat sends another)
+# Set while a tick of the cluster is queued and has not started. Asking for another one then
+# adds nothing: the queued tick reads the database after it starts, so it sees the change
+# that asked too. A burst of submissions thus queues one tick, not one each. The tick forgets
+# the mark as it starts; the mark expires with the tick's message if that never runs.
+QUEUED = "tick-queued:{}"
 
 
 @shared_task(name="scheduler.tick_cluster", ignore_result=True)
 def tick_cluster(cluster_id: int) -> dict:
     from scheduler.loop import tick
 
+    _forget_queued(cluster_id)  # a change committed from now on may come after our reads
     started = time.perf_counter()
     report = tick(cluster_id)
     if not report.skipped:
@@ -67,10 +75,24 @@ def _record_duration(cluster_id: int, seconds: float) -> None:
 
 
 def send_tick(cluster_id: int) -> None:
+    """Queue a tick of the cluster, unless one is queued and has not started yet."""
+    try:
+        if not cache.add(QUEUED.format(cluster_id), True, TICK_EXPIRES):
+            return
+    except Exception:  # without the cache, every request queues its own tick
+        log.warning("could not mark a tick of cluster %s queued", cluster_id, exc_info=True)
     try:
         tick_cluster.apply_async((cluster_id,), expires=TICK_EXPIRES)
     except Exception:  # broker down: the beat's next tick does the same work
         log.warning("could not queue a tick of cluster %s", cluster_id, exc_info=True)
+        _forget_queued(cluster_id)
+
+
+def _forget_queued(cluster_id: int) -> None:
+    try:
+        cache.delete(QUEUED.format(cluster_id))
+    except Exception:  # the mark expires by itself
+        log.warning("could not forget the queued tick of cluster %s", cluster_id, exc_info=True)
 
 
 def request_tick(cluster_id: int) -> None:

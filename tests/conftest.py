@@ -55,6 +55,16 @@ PERSONAS = ("ceo", "pi", "lead", "researcher", "outsider", "operator")
 REQUIRE_BROWSER = "TIMESHARE_REQUIRE_BROWSER"
 
 
+@pytest.fixture(autouse=True)
+def own_cache(settings, request):
+    """Each test its own cache: what one test leaves there (the mark of a queued tick, a
+    validation snapshot) never decides what another sees."""
+    settings.CACHES = {"default": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": request.node.nodeid,
+    }}
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """With TIMESHARE_REQUIRE_BROWSER=1 (CI) a skipped browser test is a failure."""

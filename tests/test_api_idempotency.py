@@ -3,12 +3,16 @@ creates nothing more; the same key with another body is a 409 (workloads: fixtur
 
 import json
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection, connections
+from django.utils import timezone
 from fixtures_api import create_token
 from rest_framework.test import APIClient
 
+from common.models import IdempotencyKey
+from common.tasks import purge_idempotency_keys
 from scheduler.models import Workload
 
 LIST = "/api/workloads/"
@@ -68,6 +72,34 @@ def test_a_refused_request_keeps_its_answer_too(fleet, api_for):
     again = post(api_for("researcher"), {**BODY, "gpus": 0})
     assert first.status_code == again.status_code == 400
     assert again.json() == first.json()
+
+
+def age_keys(hours):
+    IdempotencyKey.objects.update(created=timezone.now() - timedelta(hours=hours))
+
+
+def test_a_key_older_than_a_day_is_a_new_request(fleet, api_for):
+    post(api_for("researcher"))
+    age_keys(25)  # the hourly purge has not run yet
+    again = post(api_for("researcher"), {**BODY, "name": "retry-me-next-day"})
+    assert again.status_code == 201
+    assert "Idempotent-Replayed" not in again
+    assert created() == 2
+
+
+def test_a_key_younger_than_a_day_still_replays(fleet, api_for):
+    post(api_for("researcher"))
+    age_keys(23)
+    assert post(api_for("researcher"))["Idempotent-Replayed"] == "true"
+    assert created() == 1
+
+
+def test_the_hourly_purge_deletes_only_keys_older_than_a_day(fleet, api_for):
+    post(api_for("researcher"), key="old")
+    age_keys(25)
+    post(api_for("researcher"), {**BODY, "name": "retry-me-fresh"}, key="fresh")
+    assert purge_idempotency_keys() == 1
+    assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["fresh"]
 
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "tab\there"])

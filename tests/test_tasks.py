@@ -1,10 +1,12 @@
 """Celery tasks: the beat schedule ticks every cluster, submit/cancel ask for a tick after
-commit, and a broker outage never breaks a submission."""
+commit (one queued tick per cluster at a time), and a broker outage never breaks a
+submission."""
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from fleet.models import Cluster
 from scheduler import services, tasks
 from scheduler.models import Run, Workload
 
@@ -70,3 +72,44 @@ def test_a_sweep_with_a_negative_hysteresis_stops_before_queuing_anything(monkey
     with pytest.raises(CommandError, match="--hysteresis must be >= 0"):
         call_command("sweep", "--cluster", "4x8", "--sweep-hysteresis", "0.1,-1")
     assert queued == []
+
+
+def test_requests_while_a_tick_is_queued_queue_nothing_more(lab, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", lambda args, **kw: sent.append(args))
+    for _ in range(3):
+        tasks.send_tick(lab.cluster.pk)
+    assert sent == [(lab.cluster.pk,)]
+
+
+def test_a_request_once_the_tick_started_queues_the_next_one(lab, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", lambda args, **kw: sent.append(args))
+    tasks.send_tick(lab.cluster.pk)
+    tasks.tick_cluster(lab.cluster.pk)
+    tasks.send_tick(lab.cluster.pk)
+    assert sent == [(lab.cluster.pk,)] * 2
+
+
+def test_each_cluster_has_its_own_queued_tick(lab, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", lambda args, **kw: sent.append(args))
+    other = Cluster.objects.create(name="other", gpu_type="A100")
+    tasks.send_tick(lab.cluster.pk)
+    tasks.send_tick(other.pk)
+    assert sent == [(lab.cluster.pk,), (other.pk,)]
+
+
+def test_a_tick_the_broker_refused_is_asked_for_again(lab, monkeypatch):
+    sent = []
+
+    def down_once(args, **kwargs):
+        if not sent:
+            sent.append("refused")
+            raise ConnectionError("broker down")
+        sent.append(args)
+
+    monkeypatch.setattr(tasks.tick_cluster, "apply_async", down_once)
+    tasks.send_tick(lab.cluster.pk)
+    tasks.send_tick(lab.cluster.pk)
+    assert sent == ["refused", (lab.cluster.pk,)]

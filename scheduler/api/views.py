@@ -109,7 +109,7 @@ class WorkloadViewSet(
         form = s.SubmitSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         workload = services.submit(request.user, **form.validated_data)
-        return self._detail(self.get_queryset().get(pk=workload.pk), status.HTTP_201_CREATED)
+        return self._detail(workload, status.HTTP_201_CREATED)  # as written: no read-back
 
     @extend_schema(
         summary="Cancel a pending or running workload", request=None,

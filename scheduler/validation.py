@@ -1,0 +1,58 @@
+"""What a submission is validated against, read once per change instead of once per request.
+
+``contract.validate`` needs the cluster's hosts and its budget tree. Both change rarely and
+every submission reads them, so they are kept in the shared cache as a
+``ValidationSnapshot`` under the cluster's validation stamp, which database triggers renew
+whenever a host, a budget node or one of the cluster's allocations changes
+(``fleet.models.ValidationStamp``). A submission reads the stamp (one statement by primary
+key); the first one after a change rebuilds the snapshot for every process.
+
+A snapshot cached under a stamp is never older than that stamp: it is read after the stamp,
+so a change committed in between only makes it newer, and renews the stamp for the next
+submission anyway. The cache only saves work: when it is down, submissions read the
+database as before."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.core.cache import cache
+
+from fleet.models import Cluster, Host, ValidationStamp
+from scheduler.engine import BudgetTree
+from scheduler.engine import Host as EngineHost
+from scheduler.engine_views import budget_tree, engine_hosts
+
+log = logging.getLogger(__name__)
+
+KEPT_FOR = 24 * 3600  # seconds; a stamp nobody asks for any more just expires
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationSnapshot:
+    hosts: tuple[EngineHost, ...]
+    tree: BudgetTree
+
+    def is_leaf(self, path: str) -> bool:
+        return not self.tree.children(path)
+
+
+def validation_snapshot(cluster: Cluster) -> ValidationSnapshot:
+    stamp = ValidationStamp.objects.values_list("stamp", flat=True).get(cluster=cluster)
+    key = f"validation-snapshot:{cluster.pk}:{stamp}"
+    try:
+        snapshot = cache.get(key)
+    except Exception:  # an unreachable cache costs speed, never a submission
+        log.warning("could not read the validation snapshot from the cache", exc_info=True)
+        snapshot = None
+    if snapshot is None:
+        snapshot = ValidationSnapshot(
+            hosts=tuple(engine_hosts(Host.objects.filter(cluster=cluster))),
+            tree=budget_tree(cluster),
+        )
+        try:
+            cache.set(key, snapshot, KEPT_FOR)
+        except Exception:
+            log.warning("could not keep the validation snapshot in the cache", exc_info=True)
+    return snapshot
