@@ -49,20 +49,14 @@ def once(
     claim, so the same key may try again. Raises ``KeyReused`` for the same key with another
     fingerprint."""
     with transaction.atomic():
-        try:
-            claim = _claim(user, key, request_fingerprint)
-        except IntegrityError:
-            first = IdempotencyKey.objects.get(user=user, key=key)
-            if first.created < timezone.now() - KEPT_FOR:  # not purged yet, but forgotten
-                first.delete()
-                claim = _claim(user, key, request_fingerprint)
-            elif first.fingerprint != request_fingerprint:
+        claim, first = _claim(user, key, request_fingerprint)
+        if first is not None:
+            if first.fingerprint != request_fingerprint:
                 raise KeyReused(
                     f"This {HEADER} was already used for a different request; use a new key "
                     "for a new request."
-                ) from None
-            else:
-                return first.replay()
+                )
+            return first.replay()
         response = respond()
         if keep(response):
             claim.remember(response)
@@ -71,9 +65,34 @@ def once(
     return response
 
 
-def _claim(user, key: str, request_fingerprint: str) -> IdempotencyKey:
-    with transaction.atomic():  # a savepoint: the duplicate's IntegrityError is expected
-        return IdempotencyKey.objects.create(user=user, key=key, fingerprint=request_fingerprint)
+def _claim(user, key: str, request_fingerprint: str):
+    """``(claim, None)`` when this request holds the key (a new row, or an expired one taken
+    over), else ``(None, first)``: the first request's row, to replay or refuse. Concurrent
+    requests with one key queue on the row (the unique index, then the row lock of the
+    take-over), so exactly one of them runs."""
+    while True:
+        try:
+            with transaction.atomic():  # a savepoint: the duplicate's IntegrityError is expected
+                return IdempotencyKey.objects.create(
+                    user=user, key=key, fingerprint=request_fingerprint
+                ), None
+        except IntegrityError:
+            pass
+        first = IdempotencyKey.objects.filter(user=user, key=key).first()
+        if first is None:
+            continue  # purged meanwhile: claim it afresh
+        if first.created >= timezone.now() - KEPT_FOR:
+            return None, first
+        # not purged yet, but forgotten: taken over by compare-and-set, so of two requests
+        # reusing it at once one runs and the other then finds its answer
+        now = timezone.now()
+        taken = IdempotencyKey.objects.filter(pk=first.pk, created=first.created).update(
+            created=now, fingerprint=request_fingerprint, status=None, content_type="",
+            location="", body=b"",
+        )
+        if taken:
+            first.refresh_from_db()
+            return first, None
 
 
 def purge_expired(now) -> int:

@@ -110,11 +110,11 @@ def test_a_malformed_key_is_a_400(fleet, api_for, key):
     assert created() == 0
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent requests need PostgreSQL")
-@pytest.mark.django_db(transaction=True)
-def test_concurrent_retries_create_one_workload(fleet):
+def send_at_once(fleet, body, clients=6):
+    """``clients`` researchers' clients posting ``body`` with the same key at the same moment:
+    their (status, workload id) answers."""
     token = create_token(fleet.org.researcher)
-    barrier = threading.Barrier(6)
+    barrier = threading.Barrier(clients)
     answers = []
 
     def send():
@@ -122,16 +122,23 @@ def test_concurrent_retries_create_one_workload(fleet):
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         try:
             barrier.wait(timeout=20)
-            response = post(client)
+            response = post(client, body)
             answers.append((response.status_code, response.json()["id"]))
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=send) for _ in range(6)]
+    threads = [threading.Thread(target=send) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    return answers
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent requests need PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_retries_create_one_workload(fleet):
+    answers = send_at_once(fleet, BODY)
     assert len(answers) == 6
     assert {code for code, _ in answers} == {201}
     assert len({workload_id for _, workload_id in answers}) == 1
@@ -144,3 +151,17 @@ def test_a_form_encoded_post_with_a_key_is_answered(fleet, api_for):
         HTTP_IDEMPOTENCY_KEY="form-1",
     )
     assert response.status_code == 200
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent requests need PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_reuses_of_an_expired_key_create_one_workload(fleet):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {create_token(fleet.org.researcher)}")
+    post(client)
+    age_keys(25)  # forgotten, and the hourly purge has not run yet
+    answers = send_at_once(fleet, {**BODY, "name": "retry-me-next-day"})
+    assert len(answers) == 6
+    assert {code for code, _ in answers} == {201}  # one ran, the others got its answer
+    assert len({workload_id for _, workload_id in answers}) == 1
+    assert created() == 2
