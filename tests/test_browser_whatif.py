@@ -9,6 +9,7 @@ shows the bar at 50%; then it finishes and the page shows the comparison.
 """
 
 import pytest
+from fixtures_browser import Watch, log_in
 
 from reports import tasks, whatif
 from reports.models import WhatIf
@@ -18,20 +19,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def pi_page(browser, live_server, tiny):
-    page = browser.new_context().new_page()
-    page.set_default_timeout(15_000)
-    # every console error and uncaught exception of the page fails the test at its end
-    page.errors = []
-    # (the browser's own favicon request aside: the site has none)
-    page.on("console", lambda m: m.type == "error"
-            and not m.location.get("url", "").endswith("/favicon.ico")
-            and page.errors.append(m.text))
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.goto(f"{live_server.url}/login/?next=/reports/dashboards/")
-    page.fill("#id_username", "pi")
-    page.fill("#id_password", "x")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/reports/dashboards/")
+    page = log_in(browser, live_server, "pi", "x", "/reports/dashboards/")
+    # every console error, uncaught exception or failed request fails the test at its end
+    page.watch = Watch(page)
     return page
 
 
@@ -96,4 +86,4 @@ def test_a_manager_replays_a_changed_allocation_and_watches_it_run(
     assumptions = page.locator("#what-if-assumptions").inner_text()
     assert "as it really was at the start" in assumptions
     assert "whole clock hours up to the last full one" in assumptions
-    assert page.errors == []
+    assert page.watch.problems == []

@@ -8,6 +8,7 @@ workers, replaying set after set in its own thread while the page polls.
 """
 
 import pytest
+from fixtures_browser import Watch, log_in
 
 from reports import tasks
 from reports.models import WhatIf
@@ -17,19 +18,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def pi_page(browser, live_server, tiny):
-    page = browser.new_context().new_page()
-    page.set_default_timeout(15_000)
-    # every console error and uncaught exception of the page fails the test at its end
-    page.errors = []
-    page.on("console", lambda m: m.type == "error"
-            and not m.location.get("url", "").endswith("/favicon.ico")
-            and page.errors.append(m.text))
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.goto(f"{live_server.url}/login/?next=/reports/what-if/")
-    page.fill("#id_username", "pi")
-    page.fill("#id_password", "x")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/reports/what-if/")
+    page = log_in(browser, live_server, "pi", "x", "/reports/what-if/")
+    # every console error, uncaught exception or failed request fails the test at its end
+    page.watch = Watch(page)
     return page
 
 
@@ -79,4 +70,4 @@ def test_a_manager_compares_three_parameter_sets_and_sees_one_table(
     budgets = {row[0]: row[1:] for row in cells(page.locator("#comparison-budgets tbody tr"))}
     assert "org/other" not in budgets  # outside the PI's subtree
     assert budgets["org/prog/a"] == ["8.0"] * 5  # actually, as is and each set: W1's 8 GPU-h
-    assert page.errors == []
+    assert page.watch.problems == []
