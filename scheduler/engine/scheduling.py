@@ -47,6 +47,7 @@ from .placement import Floor, FloorPlan, choose_hosts, place
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
+_NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
 RESERVATIONS = 1  # how many blocked workloads may hold hosts in one pass (as Slurm's backfill)
 
 
@@ -218,6 +219,7 @@ class _Walk:
         self.nohold = math.inf  # smallest size no hosts could be held for
         self._free_seen = (-1, 0)
         self._room_seen = (-1, 0)
+        self._until_seen = (-1, -math.inf)
         self._labels: dict[str, str] = {}
         self._whys: dict[tuple, Wait] = {}  # _why depends only on these: built once per key
         self.claimed: dict[str, _Claimed] = {}
@@ -272,8 +274,36 @@ class _Walk:
             self._holdings.add(leaf, gpus)
 
     def run(self, order: list[Workload]) -> None:
+        settled, waits = self._settled, self.out.waits
         for w in order:
-            self.consider(w)
+            wait = settled(w)
+            if wait is None:
+                self.consider(w)
+            else:
+                waits[w.id] = wait
+
+    def _settled(self, w: Workload) -> Wait | None:
+        """The wait ``consider`` would give ``w`` once the walk has stopped (plan step 2 in
+        notes/CONTENTION.md): the reservation is taken, nothing of its size fits on open
+        hosts, held hosts have no room for it in time, and its budget already found no victim
+        for a request no larger and no shorter. Then nothing can happen to ``w`` and it shares
+        the wait of its (size, kind, budget); None when it needs a full ``consider``."""
+        g = w.gpus
+        if (self.holds_left > 0 and g < self.nohold) or g < self.nofit or w.id in self.claimed:
+            return None
+        if self.policy == "quota":
+            return None
+        ends = math.inf
+        if self.floor.held:
+            ends = self._ends(w)
+            if g <= self._held_room() and ends <= self._held_until():
+                return None  # it may backfill
+            ends += self.params.grace
+        if self.policy == "fairshare" and w.min_runtime > 0:
+            size, until = self.cannot_preempt.get(w.budget, _NEVER)
+            if g < size or ends < until:
+                return None  # it may find victims
+        return self._why(w)
 
     def consider(self, w: Workload) -> None:
         if self.policy == "quota" and w.min_runtime > 0 and not self._within_quota(w):
@@ -377,9 +407,16 @@ class _Walk:
             self.nofit = g
         if self.floor.held and g <= self._held_room():
             ends = self._ends(w)
-            if ends <= max(self.floor.held.values()):
+            if ends <= self._held_until():
                 return place(g, self.floor, ends)  # backfill
         return None
+
+    def _held_until(self) -> float:
+        """When the last reservation on held hosts starts, recomputed only after a change."""
+        floor = self.floor
+        if self._until_seen[0] != floor.generation:
+            self._until_seen = (floor.generation, max(floor.held.values(), default=-math.inf))
+        return self._until_seen[1]
 
     def _held_room(self) -> int:
         """Free GPUs on held hosts (a bound for backfill), recomputed only after a change."""
@@ -426,7 +463,7 @@ class _Walk:
         g = w.gpus
         # a held host is open to it if it is out of the way in time, grace period included
         ends = self._ends(w) + self.params.grace if self.floor.held else math.inf
-        size, until = self.cannot_preempt.get(w.budget, (math.inf, math.inf))
+        size, until = self.cannot_preempt.get(w.budget, _NEVER)
         if g >= size and ends >= until:
             return None  # a smaller, shorter request of the same budget found nothing
         found = victims_for(w, self.floor, self.rules, ends)

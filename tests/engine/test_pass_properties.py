@@ -241,3 +241,26 @@ def test_cached_waiting_reasons_are_those_formatted_afresh(case):
     ]
     assert _summary(fast) == _summary(plain)
     assert fast.order == plain.order
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
+    """Past the point where nothing more can start, preempt or hold, the walk gives the rest of
+    the queue shared waits: decisions, reasons and waits are those of considering each one."""
+    import pytest
+
+    from scheduler.engine import scheduling
+
+    state, tree, params = case
+    stopped = schedule(state, tree, params)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduling._Walk, "_settled", lambda walk, w: None)
+        full = schedule(state, tree, params)
+    assert [(type(d).__name__, d.reason) for d in stopped.decisions] == [
+        (type(d).__name__, d.reason) for d in full.decisions
+    ]
+    assert _summary(stopped) == _summary(full)
+    assert stopped.waits == full.waits
+    assert stopped.claims == full.claims
+
