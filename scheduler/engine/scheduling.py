@@ -228,6 +228,9 @@ class _Walk:
         # GPUs moved by this pass (leaf, GPUs), replayed into Holdings when rules are needed
         self._moves: list[tuple[str, int]] = []
         self._holdings: Holdings | None = None
+        self._moved = 0  # moves so far: a victim search is valid for one (floor, holdings) state
+        # (budget, size, opening) -> (floor generation, moves) of a search that found nothing
+        self._no_victims: dict[tuple[str, int, float], tuple[int, int]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
@@ -268,6 +271,7 @@ class _Walk:
         return holdings
 
     def _move(self, leaf: str, gpus: int) -> None:
+        self._moved += 1
         if self._holdings is None:
             self._moves.append((leaf, gpus))
         else:
@@ -466,6 +470,13 @@ class _Walk:
         size, until = self.cannot_preempt.get(w.budget, _NEVER)
         if g >= size and ends >= until:
             return None  # a smaller, shorter request of the same budget found nothing
+        # the search depends on the request only through its budget, its size and the held
+        # hosts open to it: the same search on an unchanged floor and holdings finds nothing again
+        searched = (w.budget, g, self._opening(ends))
+        if self._no_victims.get(searched) == (self.floor.generation, self._moved):
+            if g <= size and ends <= until:
+                self.cannot_preempt[w.budget] = (g, ends)
+            return None
         found = victims_for(w, self.floor, self.rules, ends)
         if found is not None:
             block = self.rules.final_share_block(w, found.runs)
@@ -476,9 +487,16 @@ class _Walk:
             block = self.rules.blocked.get(w.id)
             if block is not None:  # a victim there was, but not within the final-share rule
                 self.share_blocked[w.id] = block
-            elif g <= size and ends <= until:
-                self.cannot_preempt[w.budget] = (g, ends)
+            else:
+                self._no_victims[searched] = (self.floor.generation, self._moved)
+                if g <= size and ends <= until:
+                    self.cannot_preempt[w.budget] = (g, ends)
         return found
+
+    def _opening(self, ends: float) -> float:
+        """The earliest reservation a requester out of the way by ``ends`` may still use: the
+        hosts open to it are exactly those held from then on or not held at all."""
+        return min((u for u in self.floor.held.values() if u >= ends), default=math.inf)
 
     def _claim(self, w: Workload, victims: Victims) -> None:
         floor = self.floor
