@@ -219,6 +219,7 @@ class Floor:
                 self.runs[host] = [(r, i) for r, i in self.runs[host] if r is not run]
                 self.releasing[host] = self.releasing[host] + list(indices)
                 self.dirty.add(host)
+                self.generation += 1  # every change counts: searches are remembered per generation
 
     def stopped(self, run: Run) -> None:
         """A signalled ``run`` is stopped: GPUs it was releasing are free now."""

@@ -53,6 +53,8 @@ from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
+_NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
+
 
 class EngineMemo:
     """Driver-owned state reused across the passes of ONE cluster (``ClusterState.memo``).
@@ -248,6 +250,7 @@ class _Walk:
         self.nohold = math.inf  # smallest size no hosts could be held for
         self._free_seen = (-1, 0)
         self._room_seen = (-1, 0)
+        self._until_seen = (-1, -math.inf)
         self._labels: dict[str, str] = {}
         self._whys: dict[tuple, Wait] = {}  # _why depends only on these: built once per key
         self.claimed: dict[str, _Claimed] = {}
@@ -256,6 +259,9 @@ class _Walk:
         # GPUs moved by this pass (leaf, GPUs), replayed into Holdings when rules are needed
         self._moves: list[tuple[str, int]] = []
         self._holdings: Holdings | None = None
+        self._moved = 0  # moves so far: a victim search is valid for one (floor, holdings) state
+        # (budget, size, opening) -> (floor generation, moves) of a search that found nothing
+        self._no_victims: dict[tuple[str, int, float], tuple[int, int]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
@@ -296,15 +302,21 @@ class _Walk:
         return holdings
 
     def _move(self, leaf: str, gpus: int) -> None:
+        self._moved += 1
         if self._holdings is None:
             self._moves.append((leaf, gpus))
         else:
             self._holdings.add(leaf, gpus)
 
     def run(self, order: list[Workload]) -> None:
+        settled, waits = self._settled, self.out.waits
         for at, w in enumerate(order):
-            self.consider(w)
-            if self.strict and w.id in self.out.waits:
+            wait = settled(w)
+            if wait is None:
+                self.consider(w)
+            else:
+                waits[w.id] = wait
+            if self.strict and w.id in waits:
                 self._behind(w, order[at + 1:])
                 return
 
@@ -314,6 +326,29 @@ class _Walk:
         wait = Wait(f"behind {first.label}, first in line ({self.policy}: strict order)",
                     "behind")
         self.out.waits.update(dict.fromkeys([w.id for w in rest], wait))
+
+    def _settled(self, w: Workload) -> Wait | None:
+        """The wait ``consider`` would give ``w`` once the walk has stopped (plan step 2 in
+        notes/CONTENTION.md): the reservation is taken, nothing of its size fits on open
+        hosts, held hosts have no room for it in time, and its budget already found no victim
+        for a request no larger and no shorter. Then nothing can happen to ``w`` and it shares
+        the wait of its (size, kind, budget); None when it needs a full ``consider``."""
+        g = w.gpus
+        if (self.holds_left > 0 and g < self.nohold) or g < self.nofit or w.id in self.claimed:
+            return None
+        if self.policy == "quota":
+            return None
+        ends = math.inf
+        if self.floor.held:
+            ends = self._ends(w)
+            if g <= self._held_room() and ends <= self._held_until():
+                return None  # it may backfill
+            ends += self.params.grace
+        if self.policy == "fairshare" and w.min_runtime > 0:
+            size, until = self.cannot_preempt.get(w.budget, _NEVER)
+            if g < size or ends < until:
+                return None  # it may find victims
+        return self._why(w)
 
     def consider(self, w: Workload) -> None:
         if self.policy == "quota" and w.min_runtime > 0 and not self._within_quota(w):
@@ -417,9 +452,16 @@ class _Walk:
             self.nofit = g
         if self.floor.held and g <= self._held_room():
             ends = self._ends(w)
-            if ends <= max(self.floor.held.values()):
+            if ends <= self._held_until():
                 return place(g, self.floor, ends)  # backfill
         return None
+
+    def _held_until(self) -> float:
+        """When the last reservation on held hosts starts, recomputed only after a change."""
+        floor = self.floor
+        if self._until_seen[0] != floor.generation:
+            self._until_seen = (floor.generation, max(floor.held.values(), default=-math.inf))
+        return self._until_seen[1]
 
     def _held_room(self) -> int:
         """Free GPUs on held hosts (a bound for backfill), recomputed only after a change."""
@@ -466,9 +508,16 @@ class _Walk:
         g = w.gpus
         # a held host is open to it if it is out of the way in time, grace period included
         ends = self._ends(w) + self.params.grace if self.floor.held else math.inf
-        size, until = self.cannot_preempt.get(w.budget, (math.inf, math.inf))
+        size, until = self.cannot_preempt.get(w.budget, _NEVER)
         if g >= size and ends >= until:
             return None  # a smaller, shorter request of the same budget found nothing
+        # the search depends on the request only through its budget, its size and the held
+        # hosts open to it: the same search on an unchanged floor and holdings finds nothing again
+        searched = (w.budget, g, self._opening(ends))
+        if self._no_victims.get(searched) == (self.floor.generation, self._moved):
+            if g <= size and ends <= until:
+                self.cannot_preempt[w.budget] = (g, ends)
+            return None
         found = victims_for(w, self.floor, self.rules, ends)
         if found is not None:
             block = self.rules.final_share_block(w, found.runs)
@@ -479,9 +528,16 @@ class _Walk:
             block = self.rules.blocked.get(w.id)
             if block is not None:  # a victim there was, but not within the final-share rule
                 self.share_blocked[w.id] = block
-            elif g <= size and ends <= until:
-                self.cannot_preempt[w.budget] = (g, ends)
+            else:
+                self._no_victims[searched] = (self.floor.generation, self._moved)
+                if g <= size and ends <= until:
+                    self.cannot_preempt[w.budget] = (g, ends)
         return found
+
+    def _opening(self, ends: float) -> float:
+        """The earliest reservation a requester out of the way by ``ends`` may still use: the
+        hosts open to it are exactly those held from then on or not held at all."""
+        return min((u for u in self.floor.held.values() if u >= ends), default=math.inf)
 
     def _claim(self, w: Workload, victims: Victims) -> None:
         floor = self.floor

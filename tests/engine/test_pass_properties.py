@@ -83,6 +83,38 @@ def scenarios(draw):
     return state, tree, params
 
 
+@st.composite
+def contended(draw):
+    """A full cluster of 8-GPU hosts, runs of a few budgets (some past their minimum runtime,
+    some unallocated) and a long queue of the same budgets and sizes: many waiting workloads
+    search for victims in one pass, and the pass's own preemptions change what later ones find."""
+    shares = {f"b{i}": draw(st.integers(1, 5)) for i in range(draw(st.integers(2, 4)))}
+    tree = BudgetTree.from_shares(shares)
+    leaves = tree.leaves
+    hosts = [Host(f"h{i}", 8, group=f"g{i % 2}") for i in range(draw(st.integers(2, 6)))]
+    running, i = [], 0
+    for h in hosts:
+        free = list(range(8))
+        while free:
+            gpus = min(len(free), draw(st.sampled_from([1, 2, 4, 8])))
+            w = Workload(f"r{i}", draw(st.sampled_from(leaves)), gpus,
+                         draw(st.sampled_from([0.0, 600.0, 600.0, 3600.0])), draw(st.booleans()),
+                         0.0, duration=draw(st.one_of(st.none(), st.floats(1, 10_000))))
+            i += 1
+            idx, free = tuple(free[:gpus]), free[gpus:]
+            started = NOW - draw(st.sampled_from([100.0, 1000.0, 5000.0]))
+            running.append(Run(w, started, Placement(((h.name, idx),)), started + w.min_runtime))
+    pending = [
+        Workload(f"w{j}", draw(st.sampled_from(leaves)), draw(st.sampled_from([1, 2, 4, 8, 16])),
+                 draw(st.sampled_from([0.0, 600.0, 600.0])), draw(st.booleans()),
+                 draw(st.floats(0, NOW)), duration=draw(st.one_of(st.none(), st.floats(1, 10_000))))
+        for j in range(draw(st.integers(5, 30)))
+    ]
+    usage = {leaf: draw(st.sampled_from([0.0, 1e5, 5e5, 2e6])) for leaf in leaves}
+    state = ClusterState(NOW, hosts, running, pending, usage=usage, capacity=1e6)
+    return state, tree, Params(hysteresis=draw(st.sampled_from([0.0, 0.1])))
+
+
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -242,3 +274,51 @@ def test_cached_waiting_reasons_are_those_formatted_afresh(case):
     ]
     assert _summary(fast) == _summary(plain)
     assert fast.order == plain.order
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), contended()))
+def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
+    """Past the point where nothing more can start, preempt or hold, the walk gives the rest of
+    the queue shared waits: decisions, reasons and waits are those of considering each one."""
+    import pytest
+
+    from scheduler.engine import scheduling
+
+    state, tree, params = case
+    stopped = schedule(state, tree, params)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduling._Walk, "_settled", lambda walk, w: None)
+        full = schedule(state, tree, params)
+    assert [(type(d).__name__, d.reason) for d in stopped.decisions] == [
+        (type(d).__name__, d.reason) for d in full.decisions
+    ]
+    assert _summary(stopped) == _summary(full)
+    assert stopped.waits == full.waits
+    assert stopped.claims == full.claims
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), contended()))
+def test_a_victim_search_remembered_for_an_unchanged_floor_decides_as_searching_again(case):
+    """A search that found no victims is not repeated for the same budget, size and open hosts
+    while the floor and holdings are unchanged: decisions, reasons and waits are those of
+    searching afresh for every waiting workload."""
+    import itertools
+
+    import pytest
+
+    from scheduler.engine import scheduling
+
+    state, tree, params = case
+    remembered = schedule(state, tree, params)
+    never_equal = itertools.count()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduling._Walk, "_opening", lambda walk, ends: next(never_equal))
+        afresh = schedule(state, tree, params)
+    assert [(type(d).__name__, d.reason) for d in remembered.decisions] == [
+        (type(d).__name__, d.reason) for d in afresh.decisions
+    ]
+    assert _summary(remembered) == _summary(afresh)
+    assert remembered.waits == afresh.waits
+    assert remembered.share_blocked == afresh.share_blocked
