@@ -54,14 +54,16 @@ class Holdings:
     (``fraction x healthy GPUs``): 1 is exactly the node's share of the cluster.
     """
 
-    __slots__ = ("fraction", "healthy", "held")
+    __slots__ = ("fraction", "healthy", "held", "version")
 
     def __init__(self, fraction, healthy_gpus: int):
         self.fraction = fraction  # BudgetTree.fraction
         self.healthy = healthy_gpus
         self.held: dict[str, int] = {}
+        self.version = 0  # counts the moves: a verdict on the holdings holds until the next
 
     def add(self, leaf: str, gpus: int) -> None:
+        self.version += 1
         held = self.held
         for node in ancestors(leaf):
             held[node] = held.get(node, 0) + gpus
@@ -94,7 +96,7 @@ class Rules:
     the pass, the final-share rule from the holdings as the pass moves them."""
 
     __slots__ = ("standing", "holdings", "threshold", "now", "blocked", "_verdict", "_cost",
-                 "_board")
+                 "_board", "_transfer")
 
     def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings):
         self.standing = standing
@@ -106,6 +108,9 @@ class Rules:
         self._verdict: dict[tuple[str, str], bool] = {}
         self._cost: dict[int, tuple] = {}
         self._board: Board | None = None
+        # (requester budget and GPUs, victim budget and GPUs, holdings version) -> the
+        # final-share verdict on moving one run: the same for every run of that shape
+        self._transfer: dict[tuple, FinalShareBlock | None] = {}
 
     def board(self, floor: Floor) -> Board:
         """The per-host summary of ``floor``, brought up to date."""
@@ -137,7 +142,12 @@ class Rules:
             verdict = self._verdict[key] = self._outranks(requester.budget, victim.budget)
         if not verdict:
             return False
-        block = self.final_share_block(requester, [run])
+        shape = (requester.budget, requester.gpus, victim.budget, run.gpus,
+                 self.holdings.version)
+        if shape in self._transfer:
+            block = self._transfer[shape]
+        else:
+            block = self._transfer[shape] = self.final_share_block(requester, [run])
         if block is not None:
             self.blocked[requester.id] = block
         return block is None
