@@ -28,6 +28,7 @@ before the reservation starts (``ends <= until``): the same rule as backfilling 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,8 +109,8 @@ class Rules:
         self._verdict: dict[tuple[str, str], bool] = {}
         self._cost: dict[int, tuple] = {}
         self._board: Board | None = None
-        # (requester budget and GPUs, victim budget and GPUs, holdings version) -> the
-        # final-share verdict on moving one run: the same for every run of that shape
+        # (competing branches, GPUs each way, holdings version) -> the final-share verdict on
+        # moving one run: the same for every run of that shape
         self._transfer: dict[tuple, FinalShareBlock | None] = {}
 
     def board(self, floor: Floor) -> Board:
@@ -136,39 +137,53 @@ class Rules:
             return True
         if self.now < run.protected_until:
             return False  # protected: the contract's promise
-        key = (requester.budget, victim.budget)
-        verdict = self._verdict.get(key)
-        if verdict is None:
-            verdict = self._verdict[key] = self._outranks(requester.budget, victim.budget)
-        if not verdict:
+        if not self.outranks(requester, victim.budget):
             return False
-        shape = (requester.budget, requester.gpus, victim.budget, run.gpus,
-                 self.holdings.version)
-        if shape in self._transfer:
-            block = self._transfer[shape]
-        else:
-            block = self._transfer[shape] = self.final_share_block(requester, [run])
+        block = self._moving(requester, victim.budget, run.gpus)
         if block is not None:
             self.blocked[requester.id] = block
         return block is None
+
+    def outranks(self, requester: Workload, budget: str) -> bool:
+        """Whether ``requester``'s budget ranks above ``budget`` and ``budget``'s line is over
+        its entitlement: the runs of ``budget`` that ``requester`` may weigh as victims (the
+        final-share rule then judges each move, and says why when it refuses one)."""
+        key = (requester.budget, budget)
+        verdict = self._verdict.get(key)
+        if verdict is None:
+            verdict = self._verdict[key] = self._outranks(requester.budget, budget)
+        return verdict
+
+    def _moving(self, requester: Workload, budget: str, gpus: int) -> FinalShareBlock | None:
+        """The final-share verdict on moving a run of ``gpus`` GPUs of ``budget`` to
+        ``requester``. It compares only the two competing branches, so it is the same for
+        every such move between them until the holdings move."""
+        mine, theirs = self.standing.diverge(requester.budget, budget)
+        shape = (mine, requester.gpus, theirs, gpus, self.holdings.version)
+        if shape not in self._transfer:
+            self._transfer[shape] = self._block(requester, [(budget, gpus)])
+        return self._transfer[shape]
 
     def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
         """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would
         leave the requester's branch above the victim's AND above its own entitlement (GPU
         shares after the transfer), or None when the transfer keeps to the final-share rule.
         Unallocated victims hold no share."""
-        allocated = [r for r in runs if r.workload.min_runtime > 0]
-        if not allocated:
+        return self._block(requester, [(r.workload.budget, r.gpus) for r in runs
+                                       if r.workload.min_runtime > 0])
+
+    def _block(self, requester: Workload, moved: list[tuple[str, int]]) -> FinalShareBlock | None:
+        if not moved:
             return None
         change: dict[str, int] = {}
         for node in ancestors(requester.budget):
             change[node] = change.get(node, 0) + requester.gpus
-        for run in allocated:
-            for node in ancestors(run.workload.budget):
-                change[node] = change.get(node, 0) - run.gpus
+        for budget, gpus in moved:
+            for node in ancestors(budget):
+                change[node] = change.get(node, 0) - gpus
         share = self.holdings.share
-        for run in allocated:
-            mine, theirs = self.standing.diverge(requester.budget, run.workload.budget)
+        for budget, _ in moved:
+            mine, theirs = self.standing.diverge(requester.budget, budget)
             a, b = share(mine, change.get(mine, 0)), share(theirs, change.get(theirs, 0))
             if a > max(b, 1.0) + 1e-9:
                 return FinalShareBlock(mine, theirs, a, b)
@@ -213,9 +228,10 @@ class Board:
 
     Per host: ``base`` GPUs free or already being released, ``unalloc`` GPUs of unallocated
     runs, and for each allocated run that someone could displace (preemptible, budget
-    over-used) its Fair Tree rank and GPUs. A requester may only displace allocated runs
-    ranked below it, so ``base + unalloc + GPUs ranked below`` bounds what a host can offer it,
-    and which hosts are worth a close look is one vector expression, not a loop over hosts.
+    over-used) its budget and GPUs. A requester may only displace allocated runs of budgets
+    it outranks, so ``base + unalloc + GPUs of those budgets`` bounds what a host can offer
+    it, and which hosts are worth a close look is one vector expression, not a loop over
+    hosts.
     """
 
     def __init__(self, floor: Floor, rules: Rules):
@@ -231,9 +247,13 @@ class Board:
         self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
         self.emptiable: dict[str, tuple | None] = {}  # cost of all runs if all are candidates
         width = max([len(r) for r in floor.runs.values()] + [1])
-        self.rank = np.full((n, width), -1, dtype=np.int64)
+        self.leaf = np.full((n, width), -1, dtype=np.int64)  # candidates' budgets, by leaf_id
         self.gpus = np.zeros((n, width), dtype=np.int64)
-        self._reach: tuple[int, np.ndarray] | None = None  # (rank, reach) of the last requester
+        self.leaf_id: dict[str, int] = {}
+        self.budgets: list[list[str]] = [[] for _ in range(n)]  # the same, by host row
+        self.present: Counter[str] = Counter()  # candidates per budget over all hosts
+        # (requester's budget and GPUs, holdings version), its reach, the budgets it may take from
+        self._reach: tuple[tuple, np.ndarray, set[str]] | None = None
         for h in (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing):
             if h in self.row:
                 self._refresh(h)
@@ -249,7 +269,7 @@ class Board:
         floor, rules, i = self.floor, self.rules, self.row[host]
         standing = rules.standing
         base = len(floor.free[host]) + len(floor.releasing[host])
-        unalloc, ranks, gpus, over = 0, [], [], 0.0
+        unalloc, budgets, gpus, over = 0, [], [], 0.0
         options = []
         here = floor.runs[host]
         for run, idx in here:
@@ -259,7 +279,7 @@ class Board:
             if run.workload.min_runtime <= 0:
                 unalloc += len(idx)
             else:
-                ranks.append(standing.rank_of(run.workload.budget))
+                budgets.append(run.workload.budget)
                 gpus.append(len(idx))
                 over = max(over, min(standing.ratio(run.workload.budget), 1e9))
         options.sort(key=lambda o: (o[0], o[2].workload.id, o[2].number))  # stable ties
@@ -270,26 +290,36 @@ class Board:
         self.emptiable[host] = total if len(options) == len(here) else None
         self.base[i], self.within[i], self.over[i] = base, base + unalloc, over
         self.until[i] = floor.held.get(host, math.inf)
-        width = self.rank.shape[1]
-        if len(ranks) > width:
-            extra, width = len(ranks) - width, len(ranks)
-            self.rank = np.pad(self.rank, ((0, 0), (0, extra)), constant_values=-1)
+        width = self.leaf.shape[1]
+        if len(budgets) > width:
+            extra, width = len(budgets) - width, len(budgets)
+            self.leaf = np.pad(self.leaf, ((0, 0), (0, extra)), constant_values=-1)
             self.gpus = np.pad(self.gpus, ((0, 0), (0, extra)))
-        pad = width - len(ranks)
-        self.rank[i] = ranks + [-1] * pad
+        pad = width - len(budgets)
+        leaf_id = self.leaf_id
+        self.leaf[i] = [leaf_id.setdefault(b, len(leaf_id)) for b in budgets] + [-1] * pad
         self.gpus[i] = gpus + [0] * pad
+        self.present.subtract(self.budgets[i])
+        self.present.update(budgets)
+        self.budgets[i] = budgets
         if self._reach is not None:
-            r, reach = self._reach
-            reach[i] = base + unalloc + sum(n for k, n in zip(ranks, gpus, strict=True) if k > r)
+            _, reach, allowed = self._reach
+            reach[i] = base + unalloc + sum(
+                n for b, n in zip(budgets, gpus, strict=True) if b in allowed
+            )
 
     def reach(self, requester: Workload) -> np.ndarray:
         """Upper bound of the GPUs each host could offer ``requester``: free, being released,
-        unallocated, and allocated candidates ranked below it. Kept for the last rank asked
-        (requesters come in rank order, so mostly the same) and patched per refreshed host."""
-        r = self.rules.standing.rank_of(requester.budget)
-        if self._reach is None or self._reach[0] != r:
-            below = np.where(self.rank > r, self.gpus, 0).sum(axis=1)
-            self._reach = (r, self.within + below)
+        unallocated, and allocated candidates of the budgets it outranks
+        (``Rules.outranks``). Kept while the requester's budget and size and the holdings stay
+        the same (requesters come in rank order) and patched per refreshed host."""
+        rules = self.rules
+        key = (requester.budget, requester.gpus, rules.holdings.version)
+        if self._reach is None or self._reach[0] != key:
+            allowed = {b for b, n in self.present.items() if n > 0 and rules.outranks(requester, b)}
+            ids = [self.leaf_id[b] for b in allowed]
+            taken = np.where(np.isin(self.leaf, ids), self.gpus, 0).sum(axis=1)
+            self._reach = (key, self.within + taken, allowed)
         return self._reach[1]
 
 
