@@ -85,7 +85,7 @@ def tree(request, cluster=None):
                     )
                     done = f"{node.name} now has {data['shares']} shares."
             except services.BudgetError as error:
-                form.add_error(error.field if error.field in form.fields else None, str(error))
+                error.show_on(form)
             else:
                 if not request.htmx:
                     messages.success(request, done)
@@ -315,7 +315,7 @@ def request_create(request, pk):
                     child_slug=data["child_slug"],
                 )
             except services.BudgetError as error:
-                form.add_error(error.field if error.field in form.fields else None, str(error))
+                error.show_on(form)
             else:
                 messages.success(request, f"Request #{change_request.pk} sent for approval.")
                 return redirect("budgets:request", pk=change_request.pk)
@@ -364,7 +364,7 @@ def request_detail(request, pk):
                 change_request.refresh_from_db()
                 return _decided_already(request, change_request)
             except services.BudgetError as error:
-                form.add_error(error.field if error.field in form.fields else None, str(error))
+                error.show_on(form)
             else:
                 messages.success(request, f"Request #{change_request.pk} {change_request.state}.")
                 return redirect("budgets:requests")
@@ -521,7 +521,7 @@ def review_list(request):
                     repeat_months=data["repeat_months"],
                 )
             except services.BudgetError as error:
-                form.add_error(error.field if error.field in form.fields else None, str(error))
+                error.show_on(form)
             else:
                 messages.success(request, f"Review {cycle.name} scheduled.")
                 return redirect("budgets:review", pk=cycle.pk)

@@ -12,6 +12,10 @@ class ServiceError(ValueError):
         self.message = message
         self.field = field
 
+    def show_on(self, form) -> None:
+        """Put the message on ``form``: next to its field when the form has it, else above."""
+        form.add_error(self.field if self.field in form.fields else None, self.message)
+
 
 class ConflictError(ServiceError):
     """Someone changed the object since the user read it: read it again and retry."""

@@ -150,7 +150,7 @@ def workload_create(request):
         try:
             workload = services.submit(request.user, **data)
         except services.SubmissionError as error:
-            form.add_error(error.field if error.field in form.fields else None, error.message)
+            error.show_on(form)
             return page(UNPROCESSABLE)
         messages.success(request, f"{workload.name} submitted to {workload.cluster}.")
         return redirect("scheduler:workload", pk=workload.pk)
