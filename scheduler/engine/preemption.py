@@ -28,7 +28,6 @@ before the reservation starts (``ends <= until``): the same rule as backfilling 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +37,7 @@ from .model import Params, Run, Workload, ancestors
 from .placement import Floor, choose_hosts
 
 _ZERO = (0, 0, 0, 0.0)
+_UNKNOWN = object()
 
 
 @dataclass(slots=True)
@@ -55,25 +55,68 @@ class Holdings:
     (``fraction x healthy GPUs``): 1 is exactly the node's share of the cluster.
     """
 
-    __slots__ = ("fraction", "healthy", "held", "version")
+    __slots__ = ("fraction", "healthy", "held", "version", "index", "_held", "_entitled")
 
     def __init__(self, fraction, healthy_gpus: int):
         self.fraction = fraction  # BudgetTree.fraction
         self.healthy = healthy_gpus
         self.held: dict[str, int] = {}
         self.version = 0  # counts the moves: a verdict on the holdings holds until the next
+        # the same as arrays, for the nodes given an index (``node``): shares at once
+        self.index: dict[str, int] = {}
+        self._held = np.zeros(0, dtype=np.int64)
+        self._entitled = np.zeros(0)
 
     def add(self, leaf: str, gpus: int) -> None:
         self.version += 1
-        held = self.held
+        held, index = self.held, self.index
         for node in ancestors(leaf):
             held[node] = held.get(node, 0) + gpus
+            if node in index:
+                self._held[index[node]] += gpus
 
     def share(self, node: str, change: int = 0) -> float:
         entitled = self.fraction(node) * self.healthy
         if entitled <= 0:
             return math.inf
         return (self.held.get(node, 0) + change) / entitled
+
+    def node(self, path: str) -> int:
+        """The index of ``path`` in the arrays ``shares`` reads."""
+        i = self.index.get(path)
+        if i is None:
+            i = self.index[path] = len(self.index)
+            self._held = np.append(self._held, self.held.get(path, 0))
+            self._entitled = np.append(self._entitled, self.fraction(path) * self.healthy)
+        return i
+
+    def shares(self, nodes: np.ndarray, change) -> np.ndarray:
+        """``share`` of each node (by index) after its ``change``, at once."""
+        entitled = self._entitled[nodes]
+        out = np.full(len(nodes), math.inf)
+        np.divide(self._held[nodes] + change, entitled, out=out, where=entitled > 0)
+        return out
+
+
+def breaks_final_share(mine_after, theirs_after):
+    """The final-share rule, on numbers or arrays alike: the requester's branch would end above
+    the victim's and above its own entitlement (1)."""
+    return mine_after > np.maximum(theirs_after, 1.0) + 1e-9
+
+
+@dataclass(slots=True)
+class Lines:
+    """Per victim budget, for one requester budget: whether it outranks it, and the branches
+    that compete (``Rules.branches``) as ``Holdings`` indexes."""
+
+    outranked: np.ndarray
+    mine: np.ndarray
+    theirs: np.ndarray
+
+    def extend(self, more: Lines) -> Lines:
+        return Lines(np.concatenate((self.outranked, more.outranked)),
+                     np.concatenate((self.mine, more.mine)),
+                     np.concatenate((self.theirs, more.theirs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +140,7 @@ class Rules:
     the pass, the final-share rule from the holdings as the pass moves them."""
 
     __slots__ = ("standing", "holdings", "threshold", "now", "blocked", "_verdict", "_cost",
-                 "_board", "_transfer")
+                 "_board", "_transfer", "_branches")
 
     def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings):
         self.standing = standing
@@ -109,9 +152,10 @@ class Rules:
         self._verdict: dict[tuple[str, str], bool] = {}
         self._cost: dict[int, tuple] = {}
         self._board: Board | None = None
-        # (competing branches, GPUs each way, holdings version) -> the final-share verdict on
-        # moving one run: the same for every run of that shape
+        # (competing branches, GPUs each way, GPUs each branch holds) -> the final-share
+        # verdict on moving one run: the same for every run of that shape
         self._transfer: dict[tuple, FinalShareBlock | None] = {}
+        self._branches: dict[tuple[str, str], tuple[str, str]] = {}  # Standing.diverge
 
     def board(self, floor: Floor) -> Board:
         """The per-host summary of ``floor``, brought up to date."""
@@ -139,7 +183,7 @@ class Rules:
             return False  # protected: the contract's promise
         if not self.outranks(requester, victim.budget):
             return False
-        block = self._moving(requester, victim.budget, run.gpus)
+        block = self.moving(requester, victim.budget, run.gpus)
         if block is not None:
             self.blocked[requester.id] = block
         return block is None
@@ -154,15 +198,43 @@ class Rules:
             verdict = self._verdict[key] = self._outranks(requester.budget, budget)
         return verdict
 
-    def _moving(self, requester: Workload, budget: str, gpus: int) -> FinalShareBlock | None:
+    def moving(self, requester: Workload, budget: str, gpus: int) -> FinalShareBlock | None:
         """The final-share verdict on moving a run of ``gpus`` GPUs of ``budget`` to
         ``requester``. It compares only the two competing branches, so it is the same for
-        every such move between them until the holdings move."""
-        mine, theirs = self.standing.diverge(requester.budget, budget)
-        shape = (mine, requester.gpus, theirs, gpus, self.holdings.version)
-        if shape not in self._transfer:
-            self._transfer[shape] = self._block(requester, [(budget, gpus)])
-        return self._transfer[shape]
+        every such move between them while neither branch's holdings move."""
+        mine, theirs = self.branches(requester.budget, budget)
+        held = self.holdings.held
+        shape = (mine, requester.gpus, theirs, gpus, held.get(mine, 0), held.get(theirs, 0))
+        block = self._transfer.get(shape, _UNKNOWN)
+        if block is _UNKNOWN:
+            block = self._transfer[shape] = self._block(requester, [(budget, gpus)])
+        return block
+
+    def branches(self, mine: str, theirs: str) -> tuple[str, str]:
+        """``Standing.diverge``, remembered for the pass."""
+        key = (mine, theirs)
+        branches = self._branches.get(key)
+        if branches is None:
+            branches = self._branches[key] = self.standing.diverge(mine, theirs)
+        return branches
+
+    def movable(self, requester: Workload, lines: Lines, gpus: np.ndarray) -> np.ndarray:
+        """Whether moving one run of each pair of ``lines`` (with ``gpus`` GPUs) alone to
+        ``requester`` breaks the final-share rule: the verdicts of ``moving``, at once."""
+        mine = self.holdings.shares(lines.mine, requester.gpus)
+        theirs = self.holdings.shares(lines.theirs, -gpus)
+        return breaks_final_share(mine, theirs)
+
+    def lines(self, requester: Workload, budgets: list[str]) -> Lines:
+        """Whether ``requester`` outranks each of ``budgets``, and the two competing branches
+        of each, as ``Holdings`` indexes."""
+        node, branches = self.holdings.node, self.branches
+        pairs = [branches(requester.budget, b) for b in budgets]
+        return Lines(
+            np.array([self.outranks(requester, b) for b in budgets], dtype=bool),
+            np.array([node(m) for m, _ in pairs], dtype=np.int64),
+            np.array([node(t) for _, t in pairs], dtype=np.int64),
+        )
 
     def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
         """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would
@@ -185,7 +257,7 @@ class Rules:
         for budget, _ in moved:
             mine, theirs = self.standing.diverge(requester.budget, budget)
             a, b = share(mine, change.get(mine, 0)), share(theirs, change.get(theirs, 0))
-            if a > max(b, 1.0) + 1e-9:
+            if breaks_final_share(a, b):
                 return FinalShareBlock(mine, theirs, a, b)
         return None
 
@@ -223,15 +295,60 @@ def _add(a: tuple, b: tuple) -> tuple:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
 
 
+class Reach:
+    """What each host could offer one requester (``Board.reach``).
+
+    ``open``: GPUs free, being released, of unallocated runs, and of allocated candidates it
+    may displace one by one: it outranks their budget and moving the run alone keeps to the
+    final-share rule. ``bound``: the same with the candidates the final-share rule keeps from
+    it (outranked, refused), and ``refused``: whether a host has any. A host worth a close
+    look has ``open`` enough; a host that only ``bound`` makes look enough is where the
+    requester learns why it may not preempt (``Rules.blocked``).
+    """
+
+    __slots__ = ("key", "requester", "allowed", "kept", "open", "bound", "refused")
+
+    def __init__(self, key: tuple, requester: Workload, board: Board):
+        self.key, self.requester = key, requester
+        lines = board.lines(requester)
+        breaks = board.rules.movable(requester, lines, board.pair_gpus)
+        # one more entry, False, for the slot id -1 (no candidate)
+        self.allowed = np.append(lines.outranked & ~breaks, False)
+        self.kept = np.append(lines.outranked & breaks, False)
+        self.open = board.within + np.where(self.allowed[board.pair], board.gpus, 0).sum(axis=1)
+        kept = self.kept[board.pair]
+        self.bound = self.open + np.where(kept, board.gpus, 0).sum(axis=1)
+        self.refused = kept.any(axis=1)
+
+    def patch(self, i: int, within: int, ids: np.ndarray, gpus: np.ndarray) -> None:
+        allowed = int(np.where(self.allowed[ids], gpus, 0).sum())
+        kept = self.kept[ids]
+        self.open[i] = within + allowed
+        self.bound[i] = self.open[i] + int(np.where(kept, gpus, 0).sum())
+        self.refused[i] = kept.any()
+
+    def first_refusal(self, options: list[tuple[tuple, int, Run]], board: Board
+                      ) -> FinalShareBlock | None:
+        """The block of the first of ``options`` the final-share rule keeps from the requester."""
+        for _, _, run in options:
+            pair = (run.workload.budget, run.gpus)
+            if run.workload.min_runtime > 0 and self.kept[board.pair_id[pair]]:
+                return board.rules.moving(self.requester, *pair)
+        return None
+
+    def last_refusal(self, options: list[tuple[tuple, int, Run]], board: Board
+                     ) -> FinalShareBlock | None:
+        return self.first_refusal(options[::-1], board)
+
+
 class Board:
     """What preemption could free on each host, as numpy rows kept in step with the floor.
 
     Per host: ``base`` GPUs free or already being released, ``unalloc`` GPUs of unallocated
     runs, and for each allocated run that someone could displace (preemptible, budget
-    over-used) its budget and GPUs. A requester may only displace allocated runs of budgets
-    it outranks, so ``base + unalloc + GPUs of those budgets`` bounds what a host can offer
-    it, and which hosts are worth a close look is one vector expression, not a loop over
-    hosts.
+    over-used) its GPUs there and the id of its (budget, GPUs of the run) pair. Whether a
+    requester may displace such a run depends only on that pair (``Rules.movable``), so what
+    a host can offer it is one vector expression, not a loop over hosts and runs.
     """
 
     def __init__(self, floor: Floor, rules: Rules):
@@ -247,13 +364,13 @@ class Board:
         self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
         self.emptiable: dict[str, tuple | None] = {}  # cost of all runs if all are candidates
         width = max([len(r) for r in floor.runs.values()] + [1])
-        self.leaf = np.full((n, width), -1, dtype=np.int64)  # candidates' budgets, by leaf_id
-        self.gpus = np.zeros((n, width), dtype=np.int64)
-        self.leaf_id: dict[str, int] = {}
-        self.budgets: list[list[str]] = [[] for _ in range(n)]  # the same, by host row
-        self.present: Counter[str] = Counter()  # candidates per budget over all hosts
-        # (requester's budget and GPUs, holdings version), its reach, the budgets it may take from
-        self._reach: tuple[tuple, np.ndarray, set[str]] | None = None
+        self.pair = np.full((n, width), -1, dtype=np.int64)  # candidates, by pair id
+        self.gpus = np.zeros((n, width), dtype=np.int64)  # their GPUs on the host
+        self.pair_id: dict[tuple[str, int], int] = {}
+        self.pair_budget: list[str] = []  # by pair id
+        self.pair_gpus = np.zeros(0, dtype=np.int64)
+        self._lines: dict[str, Lines] = {}  # by requester budget, for the pairs so far
+        self._reach: Reach | None = None
         for h in (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing):
             if h in self.row:
                 self._refresh(h)
@@ -265,11 +382,31 @@ class Board:
                 self._refresh(h)
         self.floor.dirty.clear()
 
+    def _id(self, pair: tuple[str, int]) -> int:
+        i = self.pair_id.get(pair)
+        if i is None:
+            i = self.pair_id[pair] = len(self.pair_budget)
+            self.pair_budget.append(pair[0])
+            self.pair_gpus = np.append(self.pair_gpus, pair[1])
+            self._reach = None  # a pair it has not judged
+        return i
+
+    def lines(self, requester: Workload) -> Lines:
+        """``Rules.lines`` of every pair's budget for ``requester``: fixed for the pass, so
+        worked out once per requester budget and pair."""
+        known = self._lines.get(requester.budget)
+        if known is None:
+            known = self._lines[requester.budget] = self.rules.lines(requester, self.pair_budget)
+        elif len(known.mine) < len(self.pair_budget):
+            more = self.rules.lines(requester, self.pair_budget[len(known.mine):])
+            known = self._lines[requester.budget] = known.extend(more)
+        return known
+
     def _refresh(self, host: str) -> None:
         floor, rules, i = self.floor, self.rules, self.row[host]
         standing = rules.standing
         base = len(floor.free[host]) + len(floor.releasing[host])
-        unalloc, budgets, gpus, over = 0, [], [], 0.0
+        unalloc, ids, gpus, over = 0, [], [], 0.0
         options = []
         here = floor.runs[host]
         for run, idx in here:
@@ -279,7 +416,7 @@ class Board:
             if run.workload.min_runtime <= 0:
                 unalloc += len(idx)
             else:
-                budgets.append(run.workload.budget)
+                ids.append(self._id((run.workload.budget, run.gpus)))
                 gpus.append(len(idx))
                 over = max(over, min(standing.ratio(run.workload.budget), 1e9))
         options.sort(key=lambda o: (o[0], o[2].workload.id, o[2].number))  # stable ties
@@ -290,37 +427,25 @@ class Board:
         self.emptiable[host] = total if len(options) == len(here) else None
         self.base[i], self.within[i], self.over[i] = base, base + unalloc, over
         self.until[i] = floor.held.get(host, math.inf)
-        width = self.leaf.shape[1]
-        if len(budgets) > width:
-            extra, width = len(budgets) - width, len(budgets)
-            self.leaf = np.pad(self.leaf, ((0, 0), (0, extra)), constant_values=-1)
+        width = self.pair.shape[1]
+        if len(ids) > width:
+            extra, width = len(ids) - width, len(ids)
+            self.pair = np.pad(self.pair, ((0, 0), (0, extra)), constant_values=-1)
             self.gpus = np.pad(self.gpus, ((0, 0), (0, extra)))
-        pad = width - len(budgets)
-        leaf_id = self.leaf_id
-        self.leaf[i] = [leaf_id.setdefault(b, len(leaf_id)) for b in budgets] + [-1] * pad
+        pad = width - len(ids)
+        self.pair[i] = ids + [-1] * pad
         self.gpus[i] = gpus + [0] * pad
-        self.present.subtract(self.budgets[i])
-        self.present.update(budgets)
-        self.budgets[i] = budgets
         if self._reach is not None:
-            _, reach, allowed = self._reach
-            reach[i] = base + unalloc + sum(
-                n for b, n in zip(budgets, gpus, strict=True) if b in allowed
-            )
+            self._reach.patch(i, base + unalloc, self.pair[i], self.gpus[i])
 
-    def reach(self, requester: Workload) -> np.ndarray:
-        """Upper bound of the GPUs each host could offer ``requester``: free, being released,
-        unallocated, and allocated candidates of the budgets it outranks
-        (``Rules.outranks``). Kept while the requester's budget and size and the holdings stay
-        the same (requesters come in rank order) and patched per refreshed host."""
-        rules = self.rules
-        key = (requester.budget, requester.gpus, rules.holdings.version)
-        if self._reach is None or self._reach[0] != key:
-            allowed = {b for b, n in self.present.items() if n > 0 and rules.outranks(requester, b)}
-            ids = [self.leaf_id[b] for b in allowed]
-            taken = np.where(np.isin(self.leaf, ids), self.gpus, 0).sum(axis=1)
-            self._reach = (key, self.within + taken, allowed)
-        return self._reach[1]
+    def reach(self, requester: Workload) -> Reach:
+        """What each host could offer ``requester`` (``Reach``). Kept while the requester's
+        budget and size and the holdings stay the same (requesters come in rank order) and
+        patched per refreshed host."""
+        key = (requester.budget, requester.gpus, self.rules.holdings.version)
+        if self._reach is None or self._reach.key != key:
+            self._reach = Reach(key, requester, self)
+        return self._reach
 
 
 def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, list[Run]] | None:
@@ -366,8 +491,12 @@ def victims_for(
 
 def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | None:
     g, rules = requester.gpus, board.rules
+    reach = board.reach(requester)
     usable = (board.size >= g) & (board.until >= ends)
-    rows = np.flatnonzero((board.reach(requester) >= g) & usable)
+    # the hosts the final-share rule alone keeps out of reach are visited too, in their turn,
+    # so that the requester learns why it waits (``Rules.blocked``) wherever it would have
+    # preempted but for the rule
+    rows = np.flatnonzero((reach.bound >= g) & usable)
     if rows.size == 0:
         return None
     need = g - board.base[rows]
@@ -375,21 +504,31 @@ def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | No
     # look at hosts in order of the cheapest they could possibly be (most over-used first on
     # ties) and stop once no later host can beat the best set found
     order = np.lexsort((rows, -board.over[rows], need, lowest)).tolist()
+    short = (reach.open[rows] < g).tolist()
     rows, need, lowest = rows.tolist(), need.tolist(), lowest.tolist()
     best: tuple | None = None
+    refused = None  # the last host, in turn, where only the final-share rule kept the requester
     for j in order:
         if best is not None and best[0][:2] <= (lowest[j], need[j]):
             break  # sorted by this bound: no later host loses fewer GPUs
         host = board.hosts[rows[j]]
+        if short[j]:
+            refused = host
+            continue
         if need[j] <= 0:
             found = (_ZERO, [])
         else:
-            options = [o for o in board.options[host] if rules.may_displace(requester, o[2])]
+            options = board.options[host]
+            if refused is not None and reach.refused[rows[j]]:
+                refused = None  # this host's refusals come later and say why instead
+            options = [o for o in options if rules.may_displace(requester, o[2])]
             found = _cheapest(options, need[j])
             if found is None:
                 continue
         if best is None or (found[0], host) < (best[0], best[2]):
             best = (found[0], found[1], host)
+    if refused is not None:
+        rules.blocked[requester.id] = reach.last_refusal(board.options[refused], board)
     if best is None:
         return None
     return Victims(runs=best[1], hosts=[best[2]], cost=best[0])
@@ -397,7 +536,8 @@ def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | No
 
 def _on_whole_hosts(requester: Workload, board: Board, ends: float) -> Victims | None:
     floor, rules = board.floor, board.rules
-    rows = np.flatnonzero((board.reach(requester) >= board.size) & (board.until >= ends))
+    reach = board.reach(requester)
+    rows = np.flatnonzero((reach.bound >= board.size) & (board.until >= ends))
     if int(board.size[rows].sum()) < requester.gpus:
         return None
     cost: dict[str, tuple] = {}
@@ -406,8 +546,10 @@ def _on_whole_hosts(requester: Workload, board: Board, ends: float) -> Victims |
         total = board.emptiable.get(host, _ZERO) if host in board.options else _ZERO
         if total is None:
             continue  # a run on it is nobody's to preempt
-        if all(rules.may_displace(requester, o[2]) for o in board.options.get(host, ())):
+        if reach.open[i] >= board.size[i]:
             cost[host] = total
+        else:  # every run is a candidate it outranks, and the final-share rule keeps one
+            rules.blocked[requester.id] = reach.first_refusal(board.options[host], board)
     chosen = choose_hosts(requester.gpus, cost, floor.size, floor.group, cost)
     if chosen is None:
         return None

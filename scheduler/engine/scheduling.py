@@ -260,9 +260,12 @@ class _Walk:
         self._moves: list[tuple[str, int]] = []
         self._holdings: Holdings | None = None
         self._moved = 0  # moves so far: a victim search is valid for one (floor, holdings) state
-        # (budget, size, opening) -> (floor generation, moves) of a search that found nothing
-        self._no_victims: dict[tuple[str, int, float], tuple[int, int]] = {}
+        # (budget, size, opening) -> (floor generation, moves) of a search that found no
+        # victims, with the final-share block that kept them, if any
+        self._searched: dict[tuple, tuple[tuple[int, int], FinalShareBlock | None]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
+        # host -> when the runs leaving it (signalled, or preempted by this pass) are gone
+        self._release: dict[str, float] | None = None
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
             self.quota = {leaf: tree.fraction(leaf) * total for leaf in tree.nodes}
@@ -422,14 +425,19 @@ class _Walk:
 
     def _released_by(self, hosts: tuple[str, ...]) -> float:
         """When the runs being released on ``hosts`` are stopped at the latest."""
-        ends = [
-            run.grace_ends(self.params)
-            for run in self.state.running
-            if run.signalled_at is not None and any(h in hosts for h in run.placement.hosts)
-        ]
-        ends += [self.now + self.params.grace_for(d.run.workload) for d in self.out.of(Preempt)
-                 if any(h in hosts for h in d.run.placement.hosts)]
-        return max(ends, default=self.now)
+        if self._release is None:
+            self._release = {}
+            for run in self.state.running:
+                if run.signalled_at is not None:
+                    self._releasing(run, run.grace_ends(self.params))
+            for d in self.out.of(Preempt):
+                self._releasing(d.run, self.now + self.params.grace_for(d.run.workload))
+        release = self._release
+        return max((release[h] for h in hosts if h in release), default=self.now)
+
+    def _releasing(self, run: Run, until: float) -> None:
+        for h in run.placement.hosts:
+            self._release[h] = max(self._release.get(h, -math.inf), until)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -512,27 +520,32 @@ class _Walk:
         if g >= size and ends >= until:
             return None  # a smaller, shorter request of the same budget found nothing
         # the search depends on the request only through its budget, its size and the held
-        # hosts open to it: the same search on an unchanged floor and holdings finds nothing again
+        # hosts open to it: the same search on an unchanged floor and holdings ends the same
         searched = (w.budget, g, self._opening(ends))
-        if self._no_victims.get(searched) == (self.floor.generation, self._moved):
-            if g <= size and ends <= until:
-                self.cannot_preempt[w.budget] = (g, ends)
-            return None
+        seen = (self.floor.generation, self._moved)
+        memo = self._searched.get(searched)
+        if memo is not None and memo[0] == seen:
+            return self._found_none(w, memo[1], ends)
         found = victims_for(w, self.floor, self.rules, ends)
-        if found is not None:
-            block = self.rules.final_share_block(w, found.runs)
-            if block is not None:  # each victim alone keeps to the rule, the set does not
-                self.share_blocked[w.id] = block
-                return None
         if found is None:
-            block = self.rules.blocked.get(w.id)
-            if block is not None:  # a victim there was, but not within the final-share rule
-                self.share_blocked[w.id] = block
-            else:
-                self._no_victims[searched] = (self.floor.generation, self._moved)
-                if g <= size and ends <= until:
-                    self.cannot_preempt[w.budget] = (g, ends)
+            block = self.rules.blocked.get(w.id)  # a victim there was, but not within the rule
+        else:  # each victim alone may keep to the final-share rule while the set does not
+            block = self.rules.final_share_block(w, found.runs)
+        if found is None or block is not None:
+            self._searched[searched] = (seen, block)
+            return self._found_none(w, block, ends)
         return found
+
+    def _found_none(self, w: Workload, block: FinalShareBlock | None, ends: float) -> None:
+        """No victims for ``w``: because of the final-share rule (``block``, a reason to give),
+        or because there are none, and then none for a larger, longer request of its budget."""
+        if block is not None:
+            self.share_blocked[w.id] = block
+            return None
+        size, until = self.cannot_preempt.get(w.budget, _NEVER)
+        if w.gpus <= size and ends <= until:
+            self.cannot_preempt[w.budget] = (w.gpus, ends)
+        return None
 
     def _opening(self, ends: float) -> float:
         """The earliest reservation a requester out of the way by ``ends`` may still use: the
@@ -544,6 +557,8 @@ class _Walk:
         before = sum(len(floor.free[h]) + len(floor.releasing[h]) for h in victims.hosts)
         for run in victims.runs:
             self.out.decisions.append(Preempt(run, self.rules.reason(w, run), w.id))
+            if self._release is not None:
+                self._releasing(run, self.now + self.params.grace_for(run.workload))
             floor.release(run)
             if run.workload.min_runtime > 0:
                 self._move(run.workload.budget, -run.gpus)
