@@ -46,7 +46,7 @@ from django.utils import timezone
 from budgets.models import AllocationChange, BudgetNode
 from budgets.services import depth_first, shares_by_path
 from fleet.models import CapacityRollup
-from reports.sql import Epoch, bucket_start, moment, time_bucket
+from reports.sql import Epoch, bucket_start, moment, period_index, time_bucket
 from scheduler.engine import fractions
 from scheduler.engine.contract import workload_class
 from scheduler.models import (
@@ -215,11 +215,7 @@ class Capacity:
             CapacityRollup.objects.filter(cluster=cluster, hour__gte=moment(first), hour__lt=end)
             .values_list(Epoch("hour"), "gpu_seconds")
         )
-        wanted = sorted({
-            t // HOUR * HOUR
-            for t in (begin.timestamp(), *(c.timestamp() for c in cuts))
-            if t % HOUR and begin.timestamp() <= t < end.timestamp() and t // HOUR * HOUR in hours
-        })
+        wanted = _cut_hours(hours, begin, end, cuts)
         cut_hours: dict[float, tuple[float | None, list[tuple[float, float]]]] = {}
         if wanted:
             within = Q()
@@ -246,6 +242,19 @@ class Capacity:
             for hour in wanted:
                 cut_hours[hour] = (before.get(hour), inside.get(hour, []))
         return cls(hours, begin.timestamp(), end.timestamp(), cut_hours)
+
+    def window(self, cluster, start: datetime, end: datetime, cuts=()) -> Capacity:
+        """What ``load(cluster, start, end, cuts)`` would read, taken from this capacity,
+        loaded over a stretch covering ``[start, end)`` with ``start`` and ``cuts`` among its
+        own cuts (the hour ``end`` falls in counts whole here too)."""
+        begin = max(start, cluster.created)
+        if end <= begin:
+            return Capacity({}, begin.timestamp(), begin.timestamp(), {})
+        low = bisect.bisect_left(self.starts, begin.timestamp() // HOUR * HOUR)
+        high = bisect.bisect_left(self.starts, end.timestamp())
+        hours = {hour: self.hours[hour] for hour in self.starts[low:high]}
+        cut_hours = {hour: self.cut_hours[hour] for hour in _cut_hours(hours, begin, end, cuts)}
+        return Capacity(hours, begin.timestamp(), end.timestamp(), cut_hours)
 
     def _head(self, hour: float, t: float) -> float:
         """GPU-seconds of the hour starting at ``hour`` before ``t``."""
@@ -282,6 +291,15 @@ class Capacity:
         return max(0.0, self._integral_to(b_s) - self._integral_to(a_s))
 
 
+def _cut_hours(hours: dict[float, float], begin: datetime, end: datetime, cuts) -> list[float]:
+    """The hours with a rollup that ``begin`` or a cut splits inside ``[begin, end)``."""
+    return sorted({
+        t // HOUR * HOUR
+        for t in (begin.timestamp(), *(c.timestamp() for c in cuts))
+        if t % HOUR and begin.timestamp() <= t < end.timestamp() and t // HOUR * HOUR in hours
+    })
+
+
 def entitlement_seconds(
     segments: list[ShareSegment], capacity: Capacity, a: datetime, b: datetime
 ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
@@ -309,15 +327,24 @@ def entitlement_seconds(
 # Usage, queue and preemption
 
 
-def delivered_seconds(cluster, start: datetime, end: datetime) -> dict[int, float]:
-    """Allocated GPU-seconds per budget id, from the hourly rollups starting in [start, end)."""
+def delivered_by_period(cluster, periods: list[tuple[datetime, datetime]]
+                        ) -> list[dict[int, float]]:
+    """Per period of ``periods`` (oldest first, none overlapping): allocated GPU-seconds per
+    budget id, from the hourly rollups starting in it. One query for them all."""
+    out: list[dict[int, float]] = [{} for _ in periods]
     rows = (
-        UsageRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
-        .values("budget_id")
+        UsageRollup.objects.filter(cluster=cluster, hour__gte=periods[0][0],
+                                   hour__lt=periods[-1][1])
+        .annotate(period=period_index("hour", periods))
+        .values("budget_id", "period")
         .annotate(total=Sum("gpu_seconds"))
-        .values_list("budget_id", "total")
+        .values_list("budget_id", "period", "total")
+        .order_by()
     )
-    return {budget_id: total or 0.0 for budget_id, total in rows}
+    for budget_id, index, total in rows:
+        if index is not None:
+            out[index][budget_id] = total or 0.0
+    return out
 
 
 def delivered_by_bucket(cluster, start, end, kind: str) -> dict[tuple[int, datetime], float]:
@@ -352,15 +379,27 @@ def utilization_by_budget(cluster, start: datetime, end: datetime, allocated: bo
                           ) -> dict[int, Busy]:
     """Measured and busy GPU-seconds per budget id, from the utilization rollups of the hours
     starting in [start, end); ``allocated``: only allocated (True) or unallocated runs."""
-    rows = UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    return utilization_by_period(cluster, [(start, end)], allocated)[0]
+
+
+def utilization_by_period(cluster, periods: list[tuple[datetime, datetime]],
+                          allocated: bool | None = None) -> list[dict[int, Busy]]:
+    """`utilization_by_budget` of each period of ``periods`` (oldest first, none
+    overlapping), in one query."""
+    rows = UtilizationRollup.objects.filter(cluster=cluster, hour__gte=periods[0][0],
+                                            hour__lt=periods[-1][1])
     if allocated is not None:
         rows = rows.filter(allocated=allocated)
-    return {
-        budget_id: Busy(measured or 0.0, busy or 0.0)
-        for budget_id, measured, busy in rows.values("budget_id").annotate(
-            measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds")
-        ).values_list("budget_id", "measured", "busy").order_by()
-    }
+    out: list[dict[int, Busy]] = [{} for _ in periods]
+    for budget_id, index, measured, busy in (
+        rows.annotate(period=period_index("hour", periods))
+        .values("budget_id", "period")
+        .annotate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
+        .values_list("budget_id", "period", "measured", "busy").order_by()
+    ):
+        if index is not None:
+            out[index][budget_id] = Busy(measured or 0.0, busy or 0.0)
+    return out
 
 
 def utilization_by_bucket(cluster, start, end, kind: str) -> dict[datetime, Busy]:
@@ -389,6 +428,7 @@ class Wait:
     closed: float | None  # None: still pending
     started: bool
     requeued: bool = False  # opened by a requeue (else by the submission)
+    finished: float | None = None  # the workload's end; None: not over
 
     @property
     def allocated(self) -> bool:
@@ -440,23 +480,23 @@ def queue_stays(cluster, start: datetime, end: datetime, allocated_only: bool = 
         return Subquery(events.order_by("at", "id").values(signed=signed)[:1])
 
     submissions = workloads.annotate(close=closing(OuterRef("pk"))).values_list(
-        "budget_id", "gpus", "min_runtime", Epoch("submitted"), "close"
+        "budget_id", "gpus", "min_runtime", Epoch("submitted"), "close", Epoch("finished")
     )
     requeues = (
         Event.objects.filter(workload__in=workloads, kind=Event.Kind.REQUEUED, at__lt=end)
         .annotate(close=closing(OuterRef("workload_id"), after=True))
         .values_list("workload__budget_id", "workload__gpus", "workload__min_runtime",
-                     Epoch("at"), "close")
+                     Epoch("at"), "close", Epoch("workload__finished"))
     )
     first = start.timestamp()
     stays = []
     for rows, requeued in ((submissions, False), (requeues, True)):
-        for budget_id, gpus, min_runtime, opened, close in rows.order_by():
+        for budget_id, gpus, min_runtime, opened, close, finished in rows.order_by():
             closed = None if close is None else abs(close)
             if closed is not None and closed < first:
                 continue
             stays.append(Wait(budget_id, gpus, min_runtime, opened, closed,
-                              close is not None and close > 0, requeued))
+                              close is not None and close > 0, requeued, finished))
     return stays
 
 
@@ -473,24 +513,37 @@ def lost_gpu_seconds(gpus, started, ended, signalled_at, resumable) -> float:
     return gpus * seconds(signalled_at, ended) if signalled_at else 0.0
 
 
-def run_facts(cluster, start: datetime, end: datetime, now: datetime) -> RunFacts:
+def run_facts(cluster, periods: list[tuple[datetime, datetime]], now: datetime
+              ) -> list[RunFacts]:
+    """The facts of each period of ``periods`` (oldest first, none overlapping), from one
+    query over their span."""
+    first, last = periods[0][0], periods[-1][1]
+    runs = [
+        (budget_id, allocated, gpus, moment(started), moment(ended), moment(signalled_at),
+         reason, resumable)
+        for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in (
+            Run.objects.filter(workload__cluster=cluster, started__lt=min(last, now))
+            .filter(Q(ended__isnull=True) | Q(ended__gt=first))
+            .filter(
+                Q(allocated=False)
+                | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=first, ended__lt=last)
+            )
+            .values_list(
+                "workload__budget_id", "allocated", "gpus", Epoch("started"), Epoch("ended"),
+                Epoch("signalled_at"), "end_reason", "workload__resumable",
+            )
+            .order_by()
+        )
+    ]
+    return [_run_facts(runs, start, end, now) for start, end in periods]
+
+
+def _run_facts(runs, start: datetime, end: datetime, now: datetime) -> RunFacts:
     until = min(end, now)
-    runs = (
-        Run.objects.filter(workload__cluster=cluster, started__lt=until)
-        .filter(Q(ended__isnull=True) | Q(ended__gt=start))
-        .filter(
-            Q(allocated=False)
-            | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=start, ended__lt=end)
-        )
-        .values_list(
-            "workload__budget_id", "allocated", "gpus", Epoch("started"), Epoch("ended"),
-            Epoch("signalled_at"), "end_reason", "workload__resumable",
-        )
-        .order_by()
-    )
     facts = RunFacts()
     for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in runs:
-        started, ended, signalled_at = moment(started), moment(ended), moment(signalled_at)
+        if started >= until or (ended is not None and ended <= start):
+            continue
         if not allocated:
             stop = min(until, ended) if ended else until
             held = max(0.0, seconds(max(start, started), stop))
