@@ -218,12 +218,14 @@ class Capacity:
         wanted = _cut_hours(hours, begin, end, cuts)
         cut_hours: dict[float, tuple[float | None, list[tuple[float, float]]]] = {}
         if wanted:
+            # the cluster in each term lets SQLite search the (cluster, at) index once per
+            # hour instead of scanning every sample of the cluster
             within = Q()
             for hour in wanted:
-                within |= Q(at__gte=moment(hour), at__lt=moment(hour + HOUR))
+                within |= Q(cluster=cluster, at__gte=moment(hour), at__lt=moment(hour + HOUR))
             inside: dict[float, list[tuple[float, float]]] = defaultdict(list)
             for at, available in (
-                OccupancySample.objects.filter(within, cluster=cluster)
+                OccupancySample.objects.filter(within)
                 .order_by("at").values_list(Epoch("at"), "available")
             ):
                 inside[at // HOUR * HOUR].append((at, float(available)))
@@ -463,11 +465,13 @@ def queue_stays(cluster, start: datetime, end: datetime, allocated_only: bool = 
     queue at its submission and again at each requeue (which follows the end of a run); the
     stay ends at the workload's next start, cancellation or end. The database pairs each
     opening with its close (two queries, one row per stay)."""
-    workloads = Workload.objects.filter(cluster=cluster, submitted__lt=end).filter(
-        Q(finished__isnull=True) | Q(finished__gte=start)
-    )
-    if allocated_only:
-        workloads = workloads.filter(min_runtime__gt=0)
+
+    def in_queue(prefix=""):
+        """The workloads that may have waited in [start, end), fields prefixed by ``prefix``."""
+        q = Q(**{f"{prefix}cluster": cluster, f"{prefix}submitted__lt": end}) & (
+            Q(**{f"{prefix}finished__isnull": True}) | Q(**{f"{prefix}finished__gte": start})
+        )
+        return q & Q(**{f"{prefix}min_runtime__gt": 0}) if allocated_only else q
 
     def closing(workload, after=False):
         """The first closing event's time, positive when it is a start, negative otherwise
@@ -479,11 +483,16 @@ def queue_stays(cluster, start: datetime, end: datetime, allocated_only: bool = 
         signed = Case(When(kind=Event.Kind.STARTED, then=Epoch("at")), default=-Epoch("at"))
         return Subquery(events.order_by("at", "id").values(signed=signed)[:1])
 
-    submissions = workloads.annotate(close=closing(OuterRef("pk"))).values_list(
-        "budget_id", "gpus", "min_runtime", Epoch("submitted"), "close", Epoch("finished")
+    submissions = (
+        Workload.objects.filter(in_queue())
+        .annotate(close=closing(OuterRef("pk")))
+        .values_list("budget_id", "gpus", "min_runtime", Epoch("submitted"), "close",
+                     Epoch("finished"))
     )
+    # The workload's conditions on the join, not as `workload__in`: SQLite then finds the
+    # requeues by the (kind, at) index instead of reading the events of every workload.
     requeues = (
-        Event.objects.filter(workload__in=workloads, kind=Event.Kind.REQUEUED, at__lt=end)
+        Event.objects.filter(in_queue("workload__"), kind=Event.Kind.REQUEUED, at__lt=end)
         .annotate(close=closing(OuterRef("workload_id"), after=True))
         .values_list("workload__budget_id", "workload__gpus", "workload__min_runtime",
                      Epoch("at"), "close", Epoch("workload__finished"))
