@@ -39,6 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
+from typing import NamedTuple
 
 from django.db.models import Case, OuterRef, Q, Subquery, Sum, When
 from django.utils import timezone
@@ -404,6 +405,22 @@ def utilization_by_period(cluster, periods: list[tuple[datetime, datetime]],
     return out
 
 
+def utilization_by_owner(cluster, start: datetime, end: datetime
+                         ) -> dict[tuple[int, str | None], Busy]:
+    """Measured and busy GPU-seconds per (budget id, owner's username), from the utilization
+    rollups of the hours starting in [start, end)."""
+    return {
+        (budget_id, username): Busy(measured or 0.0, busy or 0.0)
+        for budget_id, username, measured, busy in (
+            UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+            .values("budget_id", "owner__username")
+            .annotate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
+            .values_list("budget_id", "owner__username", "measured", "busy")
+            .order_by()
+        )
+    }
+
+
 def utilization_by_bucket(cluster, start, end, kind: str) -> dict[datetime, Busy]:
     """The cluster's measured and busy GPU-seconds per bucket ("hour" or "day")."""
     rows = (
@@ -516,50 +533,68 @@ class RunFacts:
     lost_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
 
 
-def lost_gpu_seconds(gpus, started, ended, signalled_at, resumable) -> float:
+def lost_gpu_seconds(gpus, started: float, ended: float, signalled_at: float | None,
+                     resumable: bool) -> float:
     if not resumable:
-        return gpus * seconds(started, ended)
-    return gpus * seconds(signalled_at, ended) if signalled_at else 0.0
+        return gpus * (ended - started)
+    return gpus * (ended - signalled_at) if signalled_at else 0.0
 
 
-def run_facts(cluster, periods: list[tuple[datetime, datetime]], now: datetime
-              ) -> list[RunFacts]:
+class RunRow(NamedTuple):
+    """A run as the reports read it; times in seconds since 1970 (see `Wait`)."""
+
+    budget_id: int
+    owner: str
+    allocated: bool
+    gpus: int
+    started: float
+    ended: float | None
+    signalled_at: float | None
+    end_reason: str
+    resumable: bool
+
+
+def runs_overlapping(cluster, start: datetime, until: datetime, *conditions) -> list[RunRow]:
+    """The cluster's runs overlapping ``[start, until)`` (and meeting ``conditions``)."""
+    runs = (
+        Run.objects.filter(workload__cluster=cluster, started__lt=until)
+        .filter(Q(ended__isnull=True) | Q(ended__gt=start))
+        .filter(*conditions)
+        .values_list("workload__budget_id", "workload__owner__username", "allocated", "gpus",
+                     Epoch("started"), Epoch("ended"), Epoch("signalled_at"), "end_reason",
+                     "workload__resumable")
+        .order_by()
+    )
+    return [RunRow(*run) for run in runs]
+
+
+def run_facts(cluster, periods: list[tuple[datetime, datetime]], now: datetime,
+              runs: list[RunRow] | None = None) -> list[RunFacts]:
     """The facts of each period of ``periods`` (oldest first, none overlapping), from one
-    query over their span."""
+    query over their span; ``runs``: the runs overlapping it, already read."""
     first, last = periods[0][0], periods[-1][1]
-    runs = [
-        (budget_id, allocated, gpus, moment(started), moment(ended), moment(signalled_at),
-         reason, resumable)
-        for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in (
-            Run.objects.filter(workload__cluster=cluster, started__lt=min(last, now))
-            .filter(Q(ended__isnull=True) | Q(ended__gt=first))
-            .filter(
-                Q(allocated=False)
-                | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=first, ended__lt=last)
-            )
-            .values_list(
-                "workload__budget_id", "allocated", "gpus", Epoch("started"), Epoch("ended"),
-                Epoch("signalled_at"), "end_reason", "workload__resumable",
-            )
-            .order_by()
+    if runs is None:
+        runs = runs_overlapping(
+            cluster, first, min(last, now),
+            Q(allocated=False)
+            | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=first, ended__lt=last),
         )
-    ]
     return [_run_facts(runs, start, end, now) for start, end in periods]
 
 
-def _run_facts(runs, start: datetime, end: datetime, now: datetime) -> RunFacts:
-    until = min(end, now)
+def _run_facts(runs: list[RunRow], start: datetime, end: datetime, now: datetime) -> RunFacts:
+    a, b, until = start.timestamp(), end.timestamp(), min(end, now).timestamp()
     facts = RunFacts()
-    for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in runs:
-        if started >= until or (ended is not None and ended <= start):
+    for run in runs:
+        if run.started >= until or (run.ended is not None and run.ended <= a):
             continue
-        if not allocated:
-            stop = min(until, ended) if ended else until
-            held = max(0.0, seconds(max(start, started), stop))
-            facts.unallocated_seconds[budget_id] += gpus * held
-        if reason == Run.EndReason.PREEMPTED and ended and start <= ended < end:
-            facts.preemptions[budget_id] += 1
-            facts.lost_seconds[budget_id] += lost_gpu_seconds(
-                gpus, started, ended, signalled_at, resumable
+        if not run.allocated:
+            stop = until if run.ended is None else min(until, run.ended)
+            held = max(0.0, stop - max(a, run.started))
+            facts.unallocated_seconds[run.budget_id] += run.gpus * held
+        if run.end_reason == Run.EndReason.PREEMPTED and run.ended and a <= run.ended < b:
+            facts.preemptions[run.budget_id] += 1
+            facts.lost_seconds[run.budget_id] += lost_gpu_seconds(
+                run.gpus, run.started, run.ended, run.signalled_at, run.resumable
             )
     return facts
