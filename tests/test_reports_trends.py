@@ -177,11 +177,16 @@ def test_trends_page_reads_each_kind_of_data_once_whatever_the_number_of_periods
 
     # The page: the session and its user, the persona's visible budgets (2 queries), the
     # cluster, the budget tree, the cluster tabs, and the base template's two badges.
-    page = 8
+    page = 9
     # The periods' data, each read once over their whole span: the allocation log; capacity
     # (hourly rollups, the samples inside the hours a cut splits and the one before each);
     # usage rollups; runs; utilization rollups; queue stays (submissions, requeues).
     data = 9
+    # a share change at half past an hour, weeks before: capacity reads its samples too
+    AllocationChange.objects.create(
+        node=history.proj_b1, cluster=history.cluster, changed_by=history.users["ceo"],
+        changed_by_name="ceo", at=datetime(2025, 2, 12, 9, 30, tzinfo=UTC), old_shares=100,
+        new_shares=80, reason="test")
     url = reverse("reports:review_trends", args=["h100"]) + "?period=week&date=2025-03-05"
     client = history.client_for("ceo")
     with CaptureQueriesContext(connection) as queries:
