@@ -39,6 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
+from typing import NamedTuple
 
 from django.db.models import Case, OuterRef, Q, Subquery, Sum, When
 from django.utils import timezone
@@ -46,7 +47,7 @@ from django.utils import timezone
 from budgets.models import AllocationChange, BudgetNode
 from budgets.services import depth_first, shares_by_path
 from fleet.models import CapacityRollup
-from reports.sql import Epoch, bucket_start, moment, time_bucket
+from reports.sql import Epoch, bucket_start, moment, period_index, time_bucket
 from scheduler.engine import fractions
 from scheduler.engine.contract import workload_class
 from scheduler.models import (
@@ -215,19 +216,17 @@ class Capacity:
             CapacityRollup.objects.filter(cluster=cluster, hour__gte=moment(first), hour__lt=end)
             .values_list(Epoch("hour"), "gpu_seconds")
         )
-        wanted = sorted({
-            t // HOUR * HOUR
-            for t in (begin.timestamp(), *(c.timestamp() for c in cuts))
-            if t % HOUR and begin.timestamp() <= t < end.timestamp() and t // HOUR * HOUR in hours
-        })
+        wanted = _cut_hours(hours, begin, end, cuts)
         cut_hours: dict[float, tuple[float | None, list[tuple[float, float]]]] = {}
         if wanted:
+            # the cluster in each term lets SQLite search the (cluster, at) index once per
+            # hour instead of scanning every sample of the cluster
             within = Q()
             for hour in wanted:
-                within |= Q(at__gte=moment(hour), at__lt=moment(hour + HOUR))
+                within |= Q(cluster=cluster, at__gte=moment(hour), at__lt=moment(hour + HOUR))
             inside: dict[float, list[tuple[float, float]]] = defaultdict(list)
             for at, available in (
-                OccupancySample.objects.filter(within, cluster=cluster)
+                OccupancySample.objects.filter(within)
                 .order_by("at").values_list(Epoch("at"), "available")
             ):
                 inside[at // HOUR * HOUR].append((at, float(available)))
@@ -246,6 +245,19 @@ class Capacity:
             for hour in wanted:
                 cut_hours[hour] = (before.get(hour), inside.get(hour, []))
         return cls(hours, begin.timestamp(), end.timestamp(), cut_hours)
+
+    def window(self, cluster, start: datetime, end: datetime, cuts=()) -> Capacity:
+        """What ``load(cluster, start, end, cuts)`` would read, taken from this capacity,
+        loaded over a stretch covering ``[start, end)`` with ``start`` and ``cuts`` among its
+        own cuts (the hour ``end`` falls in counts whole here too)."""
+        begin = max(start, cluster.created)
+        if end <= begin:
+            return Capacity({}, begin.timestamp(), begin.timestamp(), {})
+        low = bisect.bisect_left(self.starts, begin.timestamp() // HOUR * HOUR)
+        high = bisect.bisect_left(self.starts, end.timestamp())
+        hours = {hour: self.hours[hour] for hour in self.starts[low:high]}
+        cut_hours = {hour: self.cut_hours[hour] for hour in _cut_hours(hours, begin, end, cuts)}
+        return Capacity(hours, begin.timestamp(), end.timestamp(), cut_hours)
 
     def _head(self, hour: float, t: float) -> float:
         """GPU-seconds of the hour starting at ``hour`` before ``t``."""
@@ -282,6 +294,15 @@ class Capacity:
         return max(0.0, self._integral_to(b_s) - self._integral_to(a_s))
 
 
+def _cut_hours(hours: dict[float, float], begin: datetime, end: datetime, cuts) -> list[float]:
+    """The hours with a rollup that ``begin`` or a cut splits inside ``[begin, end)``."""
+    return sorted({
+        t // HOUR * HOUR
+        for t in (begin.timestamp(), *(c.timestamp() for c in cuts))
+        if t % HOUR and begin.timestamp() <= t < end.timestamp() and t // HOUR * HOUR in hours
+    })
+
+
 def entitlement_seconds(
     segments: list[ShareSegment], capacity: Capacity, a: datetime, b: datetime
 ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
@@ -309,15 +330,24 @@ def entitlement_seconds(
 # Usage, queue and preemption
 
 
-def delivered_seconds(cluster, start: datetime, end: datetime) -> dict[int, float]:
-    """Allocated GPU-seconds per budget id, from the hourly rollups starting in [start, end)."""
+def delivered_by_period(cluster, periods: list[tuple[datetime, datetime]]
+                        ) -> list[dict[int, float]]:
+    """Per period of ``periods`` (oldest first, none overlapping): allocated GPU-seconds per
+    budget id, from the hourly rollups starting in it. One query for them all."""
+    out: list[dict[int, float]] = [{} for _ in periods]
     rows = (
-        UsageRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
-        .values("budget_id")
+        UsageRollup.objects.filter(cluster=cluster, hour__gte=periods[0][0],
+                                   hour__lt=periods[-1][1])
+        .annotate(period=period_index("hour", periods))
+        .values("budget_id", "period")
         .annotate(total=Sum("gpu_seconds"))
-        .values_list("budget_id", "total")
+        .values_list("budget_id", "period", "total")
+        .order_by()
     )
-    return {budget_id: total or 0.0 for budget_id, total in rows}
+    for budget_id, index, total in rows:
+        if index is not None:
+            out[index][budget_id] = total or 0.0
+    return out
 
 
 def delivered_by_bucket(cluster, start, end, kind: str) -> dict[tuple[int, datetime], float]:
@@ -352,14 +382,42 @@ def utilization_by_budget(cluster, start: datetime, end: datetime, allocated: bo
                           ) -> dict[int, Busy]:
     """Measured and busy GPU-seconds per budget id, from the utilization rollups of the hours
     starting in [start, end); ``allocated``: only allocated (True) or unallocated runs."""
-    rows = UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    return utilization_by_period(cluster, [(start, end)], allocated)[0]
+
+
+def utilization_by_period(cluster, periods: list[tuple[datetime, datetime]],
+                          allocated: bool | None = None) -> list[dict[int, Busy]]:
+    """`utilization_by_budget` of each period of ``periods`` (oldest first, none
+    overlapping), in one query."""
+    rows = UtilizationRollup.objects.filter(cluster=cluster, hour__gte=periods[0][0],
+                                            hour__lt=periods[-1][1])
     if allocated is not None:
         rows = rows.filter(allocated=allocated)
+    out: list[dict[int, Busy]] = [{} for _ in periods]
+    for budget_id, index, measured, busy in (
+        rows.annotate(period=period_index("hour", periods))
+        .values("budget_id", "period")
+        .annotate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
+        .values_list("budget_id", "period", "measured", "busy").order_by()
+    ):
+        if index is not None:
+            out[index][budget_id] = Busy(measured or 0.0, busy or 0.0)
+    return out
+
+
+def utilization_by_owner(cluster, start: datetime, end: datetime
+                         ) -> dict[tuple[int, str | None], Busy]:
+    """Measured and busy GPU-seconds per (budget id, owner's username), from the utilization
+    rollups of the hours starting in [start, end)."""
     return {
-        budget_id: Busy(measured or 0.0, busy or 0.0)
-        for budget_id, measured, busy in rows.values("budget_id").annotate(
-            measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds")
-        ).values_list("budget_id", "measured", "busy").order_by()
+        (budget_id, username): Busy(measured or 0.0, busy or 0.0)
+        for budget_id, username, measured, busy in (
+            UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+            .values("budget_id", "owner__username")
+            .annotate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
+            .values_list("budget_id", "owner__username", "measured", "busy")
+            .order_by()
+        )
     }
 
 
@@ -389,6 +447,7 @@ class Wait:
     closed: float | None  # None: still pending
     started: bool
     requeued: bool = False  # opened by a requeue (else by the submission)
+    finished: float | None = None  # the workload's end; None: not over
 
     @property
     def allocated(self) -> bool:
@@ -423,11 +482,13 @@ def queue_stays(cluster, start: datetime, end: datetime, allocated_only: bool = 
     queue at its submission and again at each requeue (which follows the end of a run); the
     stay ends at the workload's next start, cancellation or end. The database pairs each
     opening with its close (two queries, one row per stay)."""
-    workloads = Workload.objects.filter(cluster=cluster, submitted__lt=end).filter(
-        Q(finished__isnull=True) | Q(finished__gte=start)
-    )
-    if allocated_only:
-        workloads = workloads.filter(min_runtime__gt=0)
+
+    def in_queue(prefix=""):
+        """The workloads that may have waited in [start, end), fields prefixed by ``prefix``."""
+        q = Q(**{f"{prefix}cluster": cluster, f"{prefix}submitted__lt": end}) & (
+            Q(**{f"{prefix}finished__isnull": True}) | Q(**{f"{prefix}finished__gte": start})
+        )
+        return q & Q(**{f"{prefix}min_runtime__gt": 0}) if allocated_only else q
 
     def closing(workload, after=False):
         """The first closing event's time, positive when it is a start, negative otherwise
@@ -439,24 +500,29 @@ def queue_stays(cluster, start: datetime, end: datetime, allocated_only: bool = 
         signed = Case(When(kind=Event.Kind.STARTED, then=Epoch("at")), default=-Epoch("at"))
         return Subquery(events.order_by("at", "id").values(signed=signed)[:1])
 
-    submissions = workloads.annotate(close=closing(OuterRef("pk"))).values_list(
-        "budget_id", "gpus", "min_runtime", Epoch("submitted"), "close"
+    submissions = (
+        Workload.objects.filter(in_queue())
+        .annotate(close=closing(OuterRef("pk")))
+        .values_list("budget_id", "gpus", "min_runtime", Epoch("submitted"), "close",
+                     Epoch("finished"))
     )
+    # The workload's conditions on the join, not as `workload__in`: SQLite then finds the
+    # requeues by the (kind, at) index instead of reading the events of every workload.
     requeues = (
-        Event.objects.filter(workload__in=workloads, kind=Event.Kind.REQUEUED, at__lt=end)
+        Event.objects.filter(in_queue("workload__"), kind=Event.Kind.REQUEUED, at__lt=end)
         .annotate(close=closing(OuterRef("workload_id"), after=True))
         .values_list("workload__budget_id", "workload__gpus", "workload__min_runtime",
-                     Epoch("at"), "close")
+                     Epoch("at"), "close", Epoch("workload__finished"))
     )
     first = start.timestamp()
     stays = []
     for rows, requeued in ((submissions, False), (requeues, True)):
-        for budget_id, gpus, min_runtime, opened, close in rows.order_by():
+        for budget_id, gpus, min_runtime, opened, close, finished in rows.order_by():
             closed = None if close is None else abs(close)
             if closed is not None and closed < first:
                 continue
             stays.append(Wait(budget_id, gpus, min_runtime, opened, closed,
-                              close is not None and close > 0, requeued))
+                              close is not None and close > 0, requeued, finished))
     return stays
 
 
@@ -467,37 +533,68 @@ class RunFacts:
     lost_seconds: dict[int, float] = field(default_factory=lambda: defaultdict(float))
 
 
-def lost_gpu_seconds(gpus, started, ended, signalled_at, resumable) -> float:
+def lost_gpu_seconds(gpus, started: float, ended: float, signalled_at: float | None,
+                     resumable: bool) -> float:
     if not resumable:
-        return gpus * seconds(started, ended)
-    return gpus * seconds(signalled_at, ended) if signalled_at else 0.0
+        return gpus * (ended - started)
+    return gpus * (ended - signalled_at) if signalled_at else 0.0
 
 
-def run_facts(cluster, start: datetime, end: datetime, now: datetime) -> RunFacts:
-    until = min(end, now)
+class RunRow(NamedTuple):
+    """A run as the reports read it; times in seconds since 1970 (see `Wait`)."""
+
+    budget_id: int
+    owner: str
+    allocated: bool
+    gpus: int
+    started: float
+    ended: float | None
+    signalled_at: float | None
+    end_reason: str
+    resumable: bool
+
+
+def runs_overlapping(cluster, start: datetime, until: datetime, *conditions) -> list[RunRow]:
+    """The cluster's runs overlapping ``[start, until)`` (and meeting ``conditions``)."""
     runs = (
         Run.objects.filter(workload__cluster=cluster, started__lt=until)
         .filter(Q(ended__isnull=True) | Q(ended__gt=start))
-        .filter(
-            Q(allocated=False)
-            | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=start, ended__lt=end)
-        )
-        .values_list(
-            "workload__budget_id", "allocated", "gpus", Epoch("started"), Epoch("ended"),
-            Epoch("signalled_at"), "end_reason", "workload__resumable",
-        )
+        .filter(*conditions)
+        .values_list("workload__budget_id", "workload__owner__username", "allocated", "gpus",
+                     Epoch("started"), Epoch("ended"), Epoch("signalled_at"), "end_reason",
+                     "workload__resumable")
         .order_by()
     )
+    return [RunRow(*run) for run in runs]
+
+
+def run_facts(cluster, periods: list[tuple[datetime, datetime]], now: datetime,
+              runs: list[RunRow] | None = None) -> list[RunFacts]:
+    """The facts of each period of ``periods`` (oldest first, none overlapping), from one
+    query over their span; ``runs``: the runs overlapping it, already read."""
+    first, last = periods[0][0], periods[-1][1]
+    if runs is None:
+        runs = runs_overlapping(
+            cluster, first, min(last, now),
+            Q(allocated=False)
+            | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=first, ended__lt=last),
+        )
+    return [_run_facts(runs, start, end, now) for start, end in periods]
+
+
+def _run_facts(runs: list[RunRow], start: datetime, end: datetime, now: datetime) -> RunFacts:
+    a, b, until = start.timestamp(), end.timestamp(), min(end, now).timestamp()
     facts = RunFacts()
-    for budget_id, allocated, gpus, started, ended, signalled_at, reason, resumable in runs:
-        started, ended, signalled_at = moment(started), moment(ended), moment(signalled_at)
-        if not allocated:
-            stop = min(until, ended) if ended else until
-            held = max(0.0, seconds(max(start, started), stop))
-            facts.unallocated_seconds[budget_id] += gpus * held
-        if reason == Run.EndReason.PREEMPTED and ended and start <= ended < end:
-            facts.preemptions[budget_id] += 1
-            facts.lost_seconds[budget_id] += lost_gpu_seconds(
-                gpus, started, ended, signalled_at, resumable
+    for run in runs:
+        if run.started >= until or (run.ended is not None and run.ended <= a):
+            continue
+        if not run.allocated:
+            stop = until if run.ended is None else min(until, run.ended)
+            held = max(0.0, stop - max(a, run.started))
+            facts.unallocated_seconds[run.budget_id] += run.gpus * held
+        if run.end_reason == Run.EndReason.PREEMPTED and run.ended and a <= run.ended < b:
+            facts.preemptions[run.budget_id] += 1
+            facts.lost_seconds[run.budget_id] += lost_gpu_seconds(
+                run.gpus, run.started, run.ended, run.signalled_at, run.resumable
             )
     return facts

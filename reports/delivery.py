@@ -89,10 +89,8 @@ class _Reports:
 
     def of(self, cluster):
         if cluster.pk not in self.cache:
-            report = review_report.budget_report(cluster, self.start, self.end, now=self.now,
-                                                 tree=self.tree)
-            self.cache[cluster.pk] = (report, users.user_rows(cluster, self.start, self.end,
-                                                              now=self.now))
+            self.cache[cluster.pk] = users.report_and_users(cluster, self.start, self.end,
+                                                            self.tree, now=self.now)
         return self.cache[cluster.pk]
 
 

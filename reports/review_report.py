@@ -24,6 +24,7 @@ GPU-hours are defined in ``reports.accounting``, which computes them; this modul
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,8 +36,9 @@ from reports.accounting import (
     HOUR,
     Busy,
     Capacity,
+    RunRow,
     Tree,
-    delivered_seconds,
+    delivered_by_period,
     entitlement_seconds,
     period_until,
     quantile,
@@ -44,7 +46,7 @@ from reports.accounting import (
     run_facts,
     seconds,
     share_segments,
-    utilization_by_budget,
+    utilization_by_period,
 )
 
 DEFINITIONS = [
@@ -116,33 +118,87 @@ class Report:
 
 
 def budget_report(cluster, start: datetime, end: datetime, now: datetime | None = None,
-                  tree: Tree | None = None) -> Report:
+                  tree: Tree | None = None, runs: list[RunRow] | None = None,
+                  used_by_owner: dict[tuple[int, str | None], Busy] | None = None) -> Report:
     """One row per budget node in tree order; every figure of a node covers its subtree, so a
-    parent's row is the subtotal of its children's."""
+    parent's row is the subtotal of its children's. ``runs`` (`runs_overlapping` the elapsed
+    period) and ``used_by_owner`` (`utilization_by_owner` of the period): already read for
+    the per-user rows of the same page."""
+    used = None
+    if used_by_owner is not None:
+        used = defaultdict(Busy)
+        for (budget_id, _), busy in used_by_owner.items():
+            used[budget_id] += busy
+    return budget_reports(cluster, [(start, end)], now=now, tree=tree, runs=runs,
+                          used=None if used is None else [used])[0]
+
+
+def budget_reports(cluster, periods: list[tuple[datetime, datetime]],
+                   now: datetime | None = None, tree: Tree | None = None,
+                   runs: list[RunRow] | None = None,
+                   used: list[dict[int, Busy]] | None = None) -> list[Report]:
+    """The `budget_report` of each period of ``periods`` (oldest first, none overlapping),
+    reading each kind of data once over their whole span rather than once per period
+    (``runs``, ``used``: already read, as `run_facts` and `utilization_by_period` take and
+    give them)."""
     now = now or timezone.now()
-    until = period_until(start, end, now)
     tree = tree or Tree()
+    untils = [period_until(start, end, now) for start, end in periods]
     # Shares in force are averaged over the part of the period the cluster existed: before it
     # nobody held shares, and that must not dilute the average.
-    existed = max(start, min(cluster.created, until))
-    segments = share_segments(cluster, tree, existed, until)
-    capacity = Capacity.load(cluster, existed, until, cuts=[seg.start for seg in segments])
+    existed = [max(start, min(cluster.created, until))
+               for (start, _), until in zip(periods, untils, strict=True)]
+    segments = share_segments(cluster, tree, existed[0], untils[-1])
+    cuts = [seg.start for seg in segments]
+    span_capacity = Capacity.load(cluster, existed[0], untils[-1], cuts=[*existed, *cuts])
+    delivered = delivered_by_period(cluster, periods)
+    facts = run_facts(cluster, periods, now, runs)
+    used = used if used is not None else utilization_by_period(cluster, periods)
+    pending, waits = _queue_by_period(cluster, periods, untils)
+    reports = []
+    for index, (start, end) in enumerate(periods):
+        until = untils[index]
+        capacity = span_capacity.window(cluster, existed[index], until, cuts)
+        reports.append(_report(
+            cluster, tree, start, end, until, existed[index], segments, capacity,
+            delivered[index], facts[index], used[index], pending[index], waits[index],
+        ))
+    return reports
+
+
+def _queue_by_period(cluster, periods, untils) -> tuple[list[dict[int, float]],
+                                                         list[dict[int, list[float]]]]:
+    """Per period: GPU-seconds each budget's allocated workloads spent pending in its elapsed
+    part, and the waits of those that started in it, from the queue stays of the whole span.
+    A stay counts in the periods it overlaps, found by bisection (most stay in one)."""
+    pending: list[dict[int, float]] = [defaultdict(float) for _ in periods]
+    waits: list[dict[int, list[float]]] = [defaultdict(list) for _ in periods]
+    starts = [start.timestamp() for start, _ in periods]
+    bounds = [(start.timestamp(), until.timestamp(), end.timestamp())
+              for (start, end), until in zip(periods, untils, strict=True)]
+    last = len(periods) - 1
+    for stay in queue_stays(cluster, periods[0][0], periods[-1][1], allocated_only=True):
+        first = max(0, bisect.bisect_right(starts, stay.opened) - 1)
+        final = last if stay.closed is None else bisect.bisect_right(starts, stay.closed) - 1
+        for index in range(first, final + 1):
+            s0, s1, s_end = bounds[index]
+            if stay.finished is not None and stay.finished < s0:
+                continue  # the period's own queue_stays leaves out workloads over before it
+            pending[index][stay.budget_id] += stay.gpus * stay.pending_seconds(s0, s1)
+            if stay.started and s0 <= stay.closed < s_end:
+                waits[index][stay.budget_id].append(stay.wait)
+    return pending, waits
+
+
+def _report(cluster, tree: Tree, start, end, until, existed, segments, capacity: Capacity,
+            delivered, facts, used, pending, waits) -> Report:
     entitled, share_time, fraction_time = entitlement_seconds(segments, capacity, existed, until)
-    delivered = tree.subtree_sums(delivered_seconds(cluster, start, end))
-    facts = run_facts(cluster, start, end, now)
+    delivered = tree.subtree_sums(delivered)
     unallocated = tree.subtree_sums(facts.unallocated_seconds)
     preemptions = tree.subtree_sums(facts.preemptions)
     lost = tree.subtree_sums(facts.lost_seconds)
-    used = utilization_by_budget(cluster, start, end)
     measured = tree.subtree_sums({pk: b.measured for pk, b in used.items()})
     busy = tree.subtree_sums({pk: b.busy for pk, b in used.items()})
-    pending: dict[int, float] = defaultdict(float)
-    waits: dict[int, list[float]] = defaultdict(list)
-    s0, s1, s_end = start.timestamp(), until.timestamp(), end.timestamp()
-    for stay in queue_stays(cluster, start, end, allocated_only=True):
-        pending[stay.budget_id] += stay.gpus * stay.pending_seconds(s0, s1)
-        if stay.started and s0 <= stay.closed < s_end:
-            waits[stay.budget_id].append(stay.wait)
     pending = tree.subtree_sums(pending)
     waits_sub = tree.subtree_lists(waits)
     span = seconds(existed, until)

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import FloatField, Func, IntegerField
+from django.db.models import Case, FloatField, Func, IntegerField, Value, When
 from django.db.models.functions import Cast, Floor, Trunc
 
 
@@ -51,3 +51,15 @@ def time_bucket(field: str, kind: str):
 
 def bucket_start(value, kind: str) -> datetime:
     return value if isinstance(value, datetime) else moment(value * STEPS[kind])
+
+
+def period_index(field: str, periods: list[tuple[datetime, datetime]]):
+    """The index of the period of ``periods`` (half-open, none overlapping) that ``field``
+    falls in, for GROUP BY; NULL in none. A query of one period filters on it already: 0."""
+    if len(periods) == 1:
+        return Value(0, output_field=IntegerField())
+    return Case(
+        *(When(**{f"{field}__gte": a, f"{field}__lt": b}, then=Value(index))
+          for index, (a, b) in enumerate(periods)),
+        output_field=IntegerField(),
+    )

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from reports.accounting import Tree
 from reports.forms import midnight
-from reports.review_report import Report, ReportRow, budget_report
+from reports.review_report import Report, ReportRow, budget_report, budget_reports
 
 HISTORY = 8
 
@@ -67,11 +67,9 @@ class PeriodFigures:
 
 def period_over_period(cluster, start: datetime, end: datetime, period: str, tree: Tree,
                        now: datetime | None = None) -> list[PeriodFigures]:
-    out = []
-    for a, b in periods(start, end, period):
-        report = budget_report(cluster, a, b, now=now, tree=tree)
-        out.append(PeriodFigures(report, {row.node.pk: row for row in report.rows}))
-    return out
+    return [PeriodFigures(report, {row.node.pk: row for row in report.rows})
+            for report in budget_reports(cluster, periods(start, end, period), now=now,
+                                         tree=tree)]
 
 
 METRICS = [

@@ -18,11 +18,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q, Sum
+from django.utils import timezone
 
-from reports.accounting import HOUR, Busy, period_until
-from reports.sql import Epoch
-from scheduler.models import Run, UtilizationRollup
+from reports.accounting import (
+    HOUR,
+    Busy,
+    RunRow,
+    Tree,
+    period_until,
+    runs_overlapping,
+    utilization_by_owner,
+)
+from reports.review_report import Report, budget_report
 
 TOP = 10
 
@@ -42,9 +49,12 @@ class UserRow:
         return self.busy.fraction
 
 
-def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = None
+def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = None,
+              runs: list[RunRow] | None = None,
+              used_by_owner: dict[tuple[int, str | None], Busy] | None = None
               ) -> dict[int, list[UserRow]]:
-    """Per budget id (where runs are charged), one row per user, most delivered first."""
+    """Per budget id (where runs are charged), one row per user, most delivered first.
+    ``runs``, ``used_by_owner``: as `review_report.budget_report` takes them."""
     until = period_until(start, end, now)
     a, b = start.timestamp(), until.timestamp()
     rows: dict[tuple[int, str], UserRow] = {}
@@ -55,36 +65,37 @@ def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = No
             rows[key] = UserRow(username, [budget_id])
         return rows[key]
 
-    runs = (
-        Run.objects.filter(workload__cluster=cluster, started__lt=until)
-        .filter(Q(ended__isnull=True) | Q(ended__gt=start))
-        .values_list("workload__budget_id", "workload__owner__username", "allocated", "gpus",
-                     Epoch("started"), Epoch("ended"))
-        .order_by()
-    )
-    for budget_id, username, allocated, gpus, started, ended in runs:
-        held = max(0.0, min(b, ended if ended is not None else b) - max(a, started))
-        r = row(budget_id, username)
-        if allocated:
-            r.delivered_h += gpus * held / HOUR
+    for run in runs if runs is not None else runs_overlapping(cluster, start, until):
+        held = max(0.0, min(b, run.ended if run.ended is not None else b) - max(a, run.started))
+        r = row(run.budget_id, run.owner)
+        if run.allocated:
+            r.delivered_h += run.gpus * held / HOUR
         else:
-            r.unallocated_h += gpus * held / HOUR
-        if a <= started < b:
+            r.unallocated_h += run.gpus * held / HOUR
+        if a <= run.started < b:
             r.starts += 1
-    for budget_id, username, measured, busy in (
-        UtilizationRollup.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
-        .values("budget_id", "owner__username")
-        .annotate(measured=Sum("gpu_seconds"), busy=Sum("busy_gpu_seconds"))
-        .values_list("budget_id", "owner__username", "measured", "busy")
-        .order_by()
-    ):
-        row(budget_id, username).busy = Busy(measured or 0.0, busy or 0.0)
+    if used_by_owner is None:
+        used_by_owner = utilization_by_owner(cluster, start, end)
+    for (budget_id, username), busy in used_by_owner.items():
+        row(budget_id, username).busy = busy
     by_budget: dict[int, list[UserRow]] = defaultdict(list)
     for (budget_id, _), r in rows.items():
         by_budget[budget_id].append(r)
     for users in by_budget.values():
         users.sort(key=lambda r: (-r.delivered_h, -r.unallocated_h, r.username))
     return dict(by_budget)
+
+
+def report_and_users(cluster, start: datetime, end: datetime, tree: Tree,
+                     now: datetime | None = None) -> tuple[Report, dict[int, list[UserRow]]]:
+    """The review report of the period and its per-user rows, reading the runs and the
+    utilization rollups once for both."""
+    now = now or timezone.now()
+    runs = runs_overlapping(cluster, start, period_until(start, end, now))
+    used = utilization_by_owner(cluster, start, end)
+    report = budget_report(cluster, start, end, now=now, tree=tree, runs=runs,
+                           used_by_owner=used)
+    return report, user_rows(cluster, start, end, now=now, runs=runs, used_by_owner=used)
 
 
 def top_users(by_budget: dict[int, list[UserRow]], paths: dict[int, str], n: int = TOP

@@ -74,15 +74,17 @@ def review(request, cluster=None, pk=None, fmt="html"):
             raise Http404("No such budget.")
         if pk not in visible:
             raise PermissionDenied("You may not see this budget's report.")
-    report = review_report.budget_report(cluster, start, end, tree=tree)
-    rows = [
-        row for row in report.rows
-        if row.node.pk in visible and (top is None or _within(row.node, top))
-    ]
+
+    def shown(report):
+        return [row for row in report.rows
+                if row.node.pk in visible and (top is None or _within(row.node, top))]
+
+    if fmt == "csv":  # the table alone: no per-user rows to read
+        report = review_report.budget_report(cluster, start, end, tree=tree)
+        return _csv(cluster, start, end, top, review_report.table(shown(report)))
+    report, by_budget = users.report_and_users(cluster, start, end, tree)
+    rows = shown(report)
     cells = review_report.table(rows)
-    if fmt == "csv":
-        return _csv(cluster, start, end, top, cells)
-    by_budget = users.user_rows(cluster, start, end)
     context = {
         "top_users": users.top_users(by_budget, {row.node.pk: row.node.path for row in rows}),
         "budget_users": [(row.node, by_budget[row.node.pk]) for row in rows

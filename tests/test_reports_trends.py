@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from budgets.models import AllocationChange
 from fleet.models import Cluster, Host
-from reports import accounting, trends
+from reports import accounting, review_report, trends
 from scheduler.models import UsageRollup
 
 WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
@@ -135,3 +135,60 @@ def test_trends_page_query_count_does_not_grow_with_the_tree(two_clusters):
         BudgetNode.objects.create(parent=history.prog_b, slug=f"extra-{index}",
                                   name=f"Extra {index}", kind="project")
     assert count() == before
+
+
+def figures_of(report) -> dict:
+    """Every figure of a report, flat, for pytest.approx."""
+    out = {"capacity_h": report.capacity_h, "until": report.until.timestamp()}
+    for row in report.rows:
+        for name in ("shares", "fraction", "entitlement_h", "delivered_h", "unallocated_h",
+                     "demand_h", "preemptions", "lost_h"):
+            out[f"{row.node.path} {name}"] = getattr(row, name)
+        out[f"{row.node.path} measured"] = row.busy.measured
+        out[f"{row.node.path} busy"] = row.busy.busy
+        for index, wait in enumerate(sorted(row.waits)):
+            out[f"{row.node.path} wait {index}"] = wait
+    return out
+
+
+@pytest.mark.parametrize(("start", "end", "period", "now"), [
+    # the week and the seven before it
+    (WEEK_START, WEEK_END, "week", None),
+    # a day at a time over the week: stays, runs and the share change cross the midnights
+    (day(2025, 3, 9), day(2025, 3, 10), "custom", None),
+    # a day in progress, mid-hour, right after the share change
+    (day(2025, 3, 6), day(2025, 3, 7), "custom", datetime(2025, 3, 6, 15, 30, tzinfo=UTC)),
+])
+def test_each_period_s_figures_are_its_review_report_computed_alone(history, start, end,
+                                                                    period, now):
+    tree = accounting.Tree()
+    together = trends.period_over_period(history.cluster, start, end, period, tree, now=now)
+    alone = [review_report.budget_report(history.cluster, a, b, now=now, tree=tree)
+             for a, b in trends.periods(start, end, period)]
+    assert sum(1 for report in alone if report.rows[0].demand_h) >= 2  # data in several
+    for figures, report in zip(together, alone, strict=True):
+        assert (figures.report.start, figures.report.end) == (report.start, report.end)
+        assert figures_of(figures.report) == pytest.approx(figures_of(report))
+
+
+def test_trends_page_reads_each_kind_of_data_once_whatever_the_number_of_periods(history):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    # The page: the session and its user, the persona's visible budgets (2 queries), the
+    # cluster, the budget tree, the cluster tabs, and the base template's two badges.
+    page = 9
+    # The periods' data, each read once over their whole span: the allocation log; capacity
+    # (hourly rollups, the samples inside the hours a cut splits and the one before each);
+    # usage rollups; runs; utilization rollups; queue stays (submissions, requeues).
+    data = 9
+    # a share change at half past an hour, weeks before: capacity reads its samples too
+    AllocationChange.objects.create(
+        node=history.proj_b1, cluster=history.cluster, changed_by=history.users["ceo"],
+        changed_by_name="ceo", at=datetime(2025, 2, 12, 9, 30, tzinfo=UTC), old_shares=100,
+        new_shares=80, reason="test")
+    url = reverse("reports:review_trends", args=["h100"]) + "?period=week&date=2025-03-05"
+    client = history.client_for("ceo")
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    assert len(queries) <= page + data

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from reports import users
+from reports import accounting, review_report, users
 from scheduler.models import Run, UtilizationRollup, Workload
 
 WEEK_START = datetime(2025, 3, 3, tzinfo=UTC)
@@ -89,6 +89,31 @@ def test_top_users_only_count_the_budgets_shown(moved):
     rows = users.user_rows(moved.cluster, WEEK_START, WEEK_END)
     top = users.top_users(rows, {moved.proj_b1.pk: moved.proj_b1.path})
     assert [(u.username, u.delivered_h) for u in top] == [("researcher", pytest.approx(3))]
+
+
+def test_the_report_read_with_its_users_is_the_same_as_each_computed_alone(moved):
+    """The review page reads the runs and the utilization rollups once for the report and its
+    users: the figures from them are those of each computed alone (a week in progress)."""
+    tree, now = accounting.Tree(), at(6, 15, 30)
+    report, rows = users.report_and_users(moved.cluster, WEEK_START, WEEK_END, tree, now=now)
+    alone = review_report.budget_report(moved.cluster, WEEK_START, WEEK_END, now=now, tree=tree)
+
+    def from_runs_and_rollups(report):
+        return {f"{row.node.path} {name}": value for row in report.rows for name, value in [
+            ("unallocated", row.unallocated_h), ("preemptions", row.preemptions),
+            ("lost", row.lost_h), ("measured", row.busy.measured), ("busy", row.busy.busy)]}
+
+    def per_user(rows):
+        return {f"{budget_id} {r.username} {name}": value
+                for budget_id, people in rows.items() for r in people
+                for name, value in [("delivered", r.delivered_h), ("unallocated", r.unallocated_h),
+                                    ("starts", r.starts), ("measured", r.busy.measured),
+                                    ("busy", r.busy.busy)]}
+
+    assert from_runs_and_rollups(report) == pytest.approx(from_runs_and_rollups(alone))
+    assert per_user(rows) == pytest.approx(
+        per_user(users.user_rows(moved.cluster, WEEK_START, WEEK_END, now=now)))
+    assert report.rows[0].preemptions == 2 and report.rows[0].busy.measured == 7200
 
 
 def test_the_review_page_lists_top_users_and_each_budget_s_users(moved):
