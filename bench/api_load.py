@@ -3,7 +3,7 @@ running under gunicorn on PostgreSQL, over loopback, while a Celery worker with 
 the cluster (every submission asks for a tick too, as in production). Every submission must be
 accepted exactly once and none lost; prints the throughput and latencies.
 
-    .venv/bin/python bench/api_load.py [--clients 50] [--each 20] [--workers 4]
+    .venv/bin/python bench/api_load.py [--clients 50] [--each 20] [--workers 4] [--threads 8]
         [--max-seconds 300] [--no-ticking] [--no-keys]
 
 The broker is Redis from CELERY_BROKER_URL when it is one (purged first), else the filesystem
@@ -120,11 +120,11 @@ def start_worker(env: dict[str, str], var_dir: str):
     )
 
 
-def start_gunicorn(env: dict[str, str], port: int, workers: int):
+def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int):
     command = [
         str(Path(sys.executable).parent / "gunicorn"), "portal.wsgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
-        "--threads", "8", "--timeout", "120", "--log-level", "warning",
+        "--threads", str(threads), "--timeout", "120", "--log-level", "warning",
     ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -245,6 +245,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--each", type=int, default=20, help="submissions per client")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
     parser.add_argument("--max-seconds", type=float, default=300)
     parser.add_argument("--no-ticking", dest="ticking", action="store_false",
                         help="no Celery worker: ticks asked for by submissions go nowhere")
@@ -267,7 +268,7 @@ def main() -> int:
             env = environment(database_url, var_dir, args.ticking)
             if args.ticking:
                 worker = start_worker(env, var_dir)
-            process = start_gunicorn(env, port, args.workers)
+            process = start_gunicorn(env, port, args.workers, args.threads)
             start = threading.Event()
             began = time.monotonic()
             clients = [Client(port, u, t, b, args.each, start, began + args.max_seconds,
@@ -304,7 +305,7 @@ def main() -> int:
         print(f"api submit: {len(accepted)} of {attempted} submissions accepted from "
               f"{args.clients} concurrent clients in {elapsed:.1f} s: "
               f"{len(accepted) / elapsed:.0f} submissions/s "
-              f"(gunicorn {args.workers} workers x 8 threads, PostgreSQL, loopback, "
+              f"(gunicorn {args.workers} workers x {args.threads} threads, PostgreSQL, loopback, "
               f"{'worker ticking' if args.ticking else 'no worker'}, "
               f"{'Idempotency-Key' if args.keys else 'no key'})")
         print(f"latency: p50 {1000 * statistics.median(latencies):.0f} ms, "

@@ -17,9 +17,11 @@
   shares); managers and reviewers follow the progress of their subtrees.
 """
 
-from functools import cached_property
+from functools import cache, cached_property
 
-from django.db.models import Q, Value
+from django.apps import apps
+from django.db import connection
+from django.db.models import Q
 
 from budgets.paths import PATH_SEPARATOR
 
@@ -63,15 +65,34 @@ class Roles:
         return self.superuser or path in self.managed
 
 
+ROLE_FIELDS = {"manager": "managers", "member": "members", "reviewer": "reviewers"}
+
+
 def _role_paths(user):
     """(role, budget path) of every role the user holds, in one query."""
-    def paths(relation, role):
-        return relation.annotate(role=Value(role)).values_list("role", "path").order_by()
+    with connection.cursor() as cursor:
+        cursor.execute(_role_paths_sql(), [user.pk] * len(ROLE_FIELDS))
+        return cursor.fetchall()
 
-    return paths(user.managed_budgets, "manager").union(
-        paths(user.member_budgets, "member"), paths(user.reviewed_budgets, "reviewer"),
-        all=True,
-    )
+
+@cache
+def _role_paths_sql() -> str:
+    """The union over the three role tables, written once from the models: every request
+    reads the roles, and composing this union with the ORM cost more CPU than the rest of a
+    submission's permission checks together (about 1 ms)."""
+    node = apps.get_model("budgets", "BudgetNode")
+    quote = connection.ops.quote_name
+    path, pk = quote(node._meta.get_field("path").column), quote(node._meta.pk.column)
+    selects = []
+    for role, name in ROLE_FIELDS.items():
+        field = node._meta.get_field(name)
+        through = quote(field.m2m_db_table())
+        selects.append(
+            f"SELECT '{role}', n.{path} FROM {quote(node._meta.db_table)} n "
+            f"JOIN {through} r ON r.{quote(field.m2m_column_name())} = n.{pk} "
+            f"WHERE r.{quote(field.m2m_reverse_name())} = %s"
+        )
+    return " UNION ALL ".join(selects)
 
 
 def has_role(user) -> bool:

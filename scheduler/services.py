@@ -317,8 +317,10 @@ def _grace_for(workload: Workload) -> float:
 
 
 def claimed_for(workload: Workload) -> str:
-    """The GPUs a preemption set aside for a pending ``workload``, in one phrase, or ""."""
-    claims = list(workload.claims.select_related("host"))
+    """The GPUs a preemption set aside for a pending ``workload``, in one phrase, or "".
+    Its claims are read as prefetched, with their hosts (the API's detail does; a new
+    workload is known to have none)."""
+    claims = list(workload.claims.all())
     if not claims:
         return ""
     where = ", ".join(f"{c.gpus} on {c.host.name}" for c in claims)

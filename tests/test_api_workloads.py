@@ -3,9 +3,11 @@ filters (scheduler.filters, the same definition), detail with runs and timeline,
 cancel through scheduler.services, and JSON errors that leave nothing written.
 Workloads and personas: tests/fixtures_scheduler.py."""
 
+from datetime import UTC, datetime
+
 import pytest
 
-from scheduler.models import Event, Workload
+from scheduler.models import Claim, Event, Workload
 
 LIST = "/api/workloads/"
 
@@ -145,6 +147,17 @@ def test_pending_detail_says_why_it_waits(fleet, api_for):
     assert body["queue_position"] == 1
     assert body["explanation"] == "#1 in the queue of h100: needs 4 GPUs, 3 free on one host"
     assert body["can_cancel"] is True
+
+
+def test_pending_detail_names_the_gpus_claimed_for_it(fleet, api_for):
+    since = datetime(2026, 3, 2, 9, 15, 30, tzinfo=UTC)
+    Claim.objects.create(workload=fleet.wait, host=fleet.h100_1, gpus=3,
+                         displaced=["org/prog-b"], since=since)
+    body = api_for("lead").get(f"{LIST}{fleet.wait.pk}/").json()
+    assert body["explanation"] == (
+        "#1 in the queue of h100: needs 4 GPUs, 3 free on one host; GPUs (3 on h100-1) "
+        "claimed for it since 09:15:30 after preempting runs of org/prog-b"
+    )
 
 
 def test_submit(fleet, api_for):

@@ -48,9 +48,12 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             key = presented.decode()
         except UnicodeError:
             key = None
-        token = key and (
-            ApiToken.objects.active().select_related("user").filter(digest=digest(key)).first()
-        )
+        try:  # the digest is unique: get() skips the ordering first() would compose
+            token = key and ApiToken.objects.active().select_related("user").get(
+                digest=digest(key)
+            )
+        except ApiToken.DoesNotExist:
+            token = None
         if not token or not token.user.is_active:
             user_login_failed.send(
                 sender=type(self), credentials=TOKEN_CREDENTIALS, request=django_request

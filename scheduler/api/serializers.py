@@ -8,12 +8,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import BudgetNode
+from common.api.base import ModelFieldsBuiltOnce
 from fleet.models import Cluster, Host, HostEvent
 from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, Workload
 from scheduler.permissions import visible_workload_ids
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
+class WorkloadSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     budget = serializers.CharField(source="budget.path", read_only=True)
     cluster = serializers.CharField(source="cluster.name", read_only=True)
@@ -34,7 +35,7 @@ class PlacementSerializer(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.IntegerField(), help_text="GPU indices")
 
 
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
     placement = serializers.SerializerMethodField()
     end_reason = serializers.CharField(
         read_only=True, help_text="completed, failed, preempted, drained, host_failure or "
@@ -58,7 +59,7 @@ class RunSerializer(serializers.ModelSerializer):
         return [{"host": host, "gpus": sorted(ix)} for host, ix in sorted(by_host.items())]
 
 
-class EventSerializer(serializers.ModelSerializer):
+class EventSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
     label = serializers.CharField(source="get_kind_display", read_only=True)
     run = serializers.SerializerMethodField()
 

@@ -29,7 +29,7 @@ from scheduler import status as fleet_status
 from scheduler.api import serializers as s
 from scheduler.engine import percent
 from scheduler.filters import ACTIVE, CLASSES, FINISHED, SCOPES, WorkloadFilterSet
-from scheduler.models import Run, RunGPU, Workload
+from scheduler.models import Claim, Run, RunGPU, Workload
 from scheduler.permissions import can_cancel, restrict_workloads
 from scheduler.status import current_standing, finite, sibling_ranks
 
@@ -83,6 +83,7 @@ class WorkloadViewSet(
                     Prefetch("assigned_gpus", queryset=RunGPU.objects.select_related("host"))
                 )),
                 "events",
+                Prefetch("claims", queryset=Claim.objects.select_related("host")),
             )
         return restrict_workloads(queryset, self.request.user)
 
