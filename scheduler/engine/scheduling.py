@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
-from .fairshare import Standing, order_key, percent, ratio
+from .fairshare import Standing, percent, ratio
 from .model import (
     BudgetTree,
     Claim,
@@ -48,11 +49,13 @@ from .model import (
     Workload,
 )
 from .partitions import Partitioning, merge
+from .pending import PendingQueue
 from .placement import Floor, FloorPlan, choose_hosts, place
 from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
+_id_of = attrgetter("id")
 _NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
 
 
@@ -88,20 +91,22 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     _drain(state, plan, floor, stopped, out)
     standing = None
     if params.policy == "fairshare":
+        queue = state.pending
+        if not isinstance(queue, PendingQueue):
+            queue = PendingQueue(queue)
         # Fair Tree only matters when more than one budget competes for allocated time
-        if len({w.budget for w in state.pending if w.min_runtime > 0}) > 1:
+        if queue.allocated_budgets > 1:
             standing = Standing(tree, state.usage, state.capacity)
-        order = sorted(state.pending, key=order_key(standing))
+        order = queue.ranked(standing)
     else:
         order = queue_order(state.pending, policy_of(params.policy))
-    out.order = [w.id for w in order]
+    out.order = list(map(_id_of, order))
     walk = _Walk(state, tree, params, standing, floor, stopped, out)
     walk.take_claims(state.claims)
     walk.run(order)
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.share_blocked = sorted(walk.share_blocked)
-    out.waiting = {wid: wait.reason for wid, wait in out.waits.items()}
     return out
 
 
@@ -391,7 +396,9 @@ class _Walk:
         claim ends when its workload is no longer pending, or when its hosts left service."""
         if not claims:
             return
-        pending = {w.id: w for w in self.state.pending}
+        pending = self.state.pending
+        if not isinstance(pending, PendingQueue):
+            pending = {w.id: w for w in pending}
         floor = self.floor
         # oldest first, and in the previous pass's order among equals: the GPUs free first go to
         # the claims that set them aside first

@@ -322,3 +322,23 @@ def test_a_victim_search_remembered_for_an_unchanged_floor_decides_as_searching_
     assert _summary(remembered) == _summary(afresh)
     assert remembered.waits == afresh.waits
     assert remembered.share_blocked == afresh.share_blocked
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), contended()))
+def test_a_pass_on_a_kept_queue_decides_exactly_what_a_pass_on_a_list_decides(case):
+    """A driver's ``PendingQueue`` (ranked by merging its leaves) and the same workloads as a
+    list (ranked by one sort) give the same order, decisions, reasons and waits."""
+    from dataclasses import replace
+
+    from scheduler.engine.pending import PendingQueue
+
+    state, tree, params = case
+    listed = schedule(state, tree, params)
+    kept = schedule(replace(state, pending=PendingQueue(state.pending)), tree, params)
+    assert kept.order == listed.order
+    assert [(type(d).__name__, d.reason) for d in kept.decisions] == [
+        (type(d).__name__, d.reason) for d in listed.decisions
+    ]
+    assert _summary(kept) == _summary(listed)
+    assert kept.waits == listed.waits
