@@ -354,6 +354,10 @@ class Pass:
     # under a strict policy, the first workload in line that could not start (one per partition):
     # nothing behind it starts before it does, so no pass decides anything new until it fits
     heads: list[Workload] = field(default_factory=list)
+    # ``waits`` leaves out waiting workloads whose wait is still the one they had after the
+    # previous pass on the same kept queue (``pending.PendingQueue`` with ``EngineMemo``, plan
+    # step 3 in notes/CONTENTION.md): drivers keep the reasons they have for those
+    rest_unchanged: bool = False
 
     @property
     def waiting(self) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The pending queue of one cluster, kept ranked between passes (plan step 1 in
+"""The pending queue of one cluster, kept ranked between passes (plan steps 1 and 3 in
 notes/CONTENTION.md).
 
 Allocated work is kept per budget leaf in submission order, unallocated work in one list in
@@ -6,6 +6,10 @@ submission order. Inside a leaf that order never changes (``Workload.submitted``
 original submission, kept on requeue), so ranking the queue for a pass is only ordering the
 leaves by Fair Tree rank and laying their lists end to end: O(leaves log leaves) when the
 standing changed, instead of sorting every pending workload in every pass.
+
+Per leaf the queue also keeps what a pass needs to tell, without looking at each workload,
+that the rest of a leaf can neither start, preempt nor hold: the expected spans of its work
+by size, and which of its workloads joined since the last pass.
 """
 
 from __future__ import annotations
@@ -21,12 +25,18 @@ from .policies import submission_order
 _Positions = dict[str, int] | None  # a standing's Fair Tree positions (None: no standing)
 
 
+def span(w: Workload) -> float:
+    """How long allocated work is in the way once started: its expected duration, else its
+    minimum runtime (it is preemptible from then on)."""
+    return w.duration if w.duration is not None else w.min_runtime
+
+
 class PendingQueue:
     """Pending workloads by id, iterated in the order they joined (as a driver's dict would),
     and ranked by ``ranked``. A driver keeps one across passes and tells it what joined and
     what left; ``schedule`` also accepts a plain list and ranks it once."""
 
-    __slots__ = ("_by_id", "_leaves", "_unallocated", "_leaf_order")
+    __slots__ = ("_by_id", "_leaves", "_unallocated", "_leaf_order", "_spans", "_joined", "taken")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_id: dict[str, Workload] = {}
@@ -34,6 +44,9 @@ class PendingQueue:
         self._unallocated: list[Workload] = []
         # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
         self._leaf_order: tuple[_Positions, frozenset[str], list[list[str]]] | None = None
+        self._spans: dict[str, dict[int, list[float]]] = {}  # leaf -> size -> spans, sorted
+        self._joined: dict[str, list[Workload]] = {}  # leaf -> allocated work since take_joined
+        self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
         for w in workloads:
             self.add(w)
 
@@ -41,6 +54,8 @@ class PendingQueue:
         self._by_id[w.id] = w
         if w.min_runtime > 0:
             insort(self._leaves.setdefault(w.budget, []), w, key=submission_order)
+            insort(self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []), span(w))
+            self._joined.setdefault(w.budget, []).append(w)
         else:
             insort(self._unallocated, w, key=submission_order)
 
@@ -49,8 +64,13 @@ class PendingQueue:
         if w.min_runtime > 0:
             line = self._leaves[w.budget]
             del line[bisect_left(line, submission_order(w), key=submission_order)]
+            sizes = self._spans[w.budget]
+            spans = sizes[w.gpus]
+            del spans[bisect_left(spans, span(w))]
+            if not spans:
+                del sizes[w.gpus]
             if not line:
-                del self._leaves[w.budget]
+                del self._leaves[w.budget], self._spans[w.budget]
         else:
             line = self._unallocated
             del line[bisect_left(line, submission_order(w), key=submission_order)]
@@ -72,17 +92,38 @@ class PendingQueue:
         """How many budgets have allocated work waiting (Fair Tree matters from two on)."""
         return len(self._leaves)
 
+    def spans(self, leaf: str) -> dict[int, list[float]]:
+        """The waiting allocated work of ``leaf``: for each size, every ``span``, sorted."""
+        return self._spans[leaf]
+
+    def take_joined(self) -> dict[str, list[Workload]]:
+        """Allocated work added (or added back) since the last call, by leaf; some may have
+        left since."""
+        joined, self._joined = self._joined, {}
+        self.taken += 1
+        return joined
+
     def ranked(self, standing: Standing | None) -> list[Workload]:
         """The queue in the order a fair-share pass walks it: exactly
         ``sorted(self, key=fairshare.order_key(standing))``."""
         order: list[Workload] = []
+        for _, line in self.segments(standing):
+            order.extend(line)
+        return order
+
+    def segments(self, standing: Standing | None) -> list[tuple[str | None, list[Workload]]]:
+        """``ranked`` in pieces: ``(leaf, its work)`` for a leaf alone at its rank, ``(None,
+        work)`` for budgets tied at one rank (unknown to the tree, or no standing), merged by
+        submission, and last ``(None, unallocated work)``. The lists are the queue's own."""
+        out: list[tuple[str | None, list[Workload]]] = []
         for tied in self._ranked_leaves(standing):
             if len(tied) == 1:
-                order.extend(self._leaves[tied[0]])
-            else:  # budgets of one rank (unknown to the tree, or no standing): by submission
-                order.extend(merge(*(self._leaves[leaf] for leaf in tied), key=submission_order))
-        order.extend(self._unallocated)
-        return order
+                out.append((tied[0], self._leaves[tied[0]]))
+            else:
+                lines = (self._leaves[leaf] for leaf in tied)
+                out.append((None, list(merge(*lines, key=submission_order))))
+        out.append((None, self._unallocated))
+        return out
 
     def _ranked_leaves(self, standing: Standing | None) -> list[list[str]]:
         """The leaves with allocated work waiting, by Fair Tree rank, those of one rank grouped.
