@@ -45,7 +45,8 @@ class PendingQueue:
         # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
         self._leaf_order: tuple[_Positions, frozenset[str], list[list[str]]] | None = None
         self._spans: dict[str, dict[int, list[float]]] = {}  # leaf -> size -> spans, sorted
-        self._joined: dict[str, list[Workload]] = {}  # leaf -> allocated work since take_joined
+        # leaf -> allocated work added since take_joined and still here, by id
+        self._joined: dict[str, dict[str, Workload]] = {}
         self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
         for w in workloads:
             self.add(w)
@@ -55,7 +56,7 @@ class PendingQueue:
         if w.min_runtime > 0:
             insort(self._leaves.setdefault(w.budget, []), w, key=submission_order)
             insort(self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []), span(w))
-            self._joined.setdefault(w.budget, []).append(w)
+            self._joined.setdefault(w.budget, {})[w.id] = w
         else:
             insort(self._unallocated, w, key=submission_order)
 
@@ -69,6 +70,9 @@ class PendingQueue:
             del spans[bisect_left(spans, span(w))]
             if not spans:
                 del sizes[w.gpus]
+            joined = self._joined.get(w.budget)
+            if joined:
+                joined.pop(w.id, None)
             if not line:
                 del self._leaves[w.budget], self._spans[w.budget]
         else:
@@ -96,9 +100,9 @@ class PendingQueue:
         """The waiting allocated work of ``leaf``: for each size, every ``span``, sorted."""
         return self._spans[leaf]
 
-    def take_joined(self) -> dict[str, list[Workload]]:
-        """Allocated work added (or added back) since the last call, by leaf; some may have
-        left since."""
+    def take_joined(self) -> dict[str, dict[str, Workload]]:
+        """Allocated work added (or added back) since the last call and still waiting, by leaf
+        and id."""
         joined, self._joined = self._joined, {}
         self.taken += 1
         return joined

@@ -372,7 +372,7 @@ class _Walk:
                 self.consider(w)
                 if at + 1 < len(line) and self._inert(leaf, spans):
                     tails[leaf] = self._leave(queue, leaf, line, at + 1, last.get(leaf),
-                                              joined.get(leaf, ()))
+                                              joined.get(leaf, {}))
                     break
 
     def _inert(self, leaf: str, spans: dict[int, list[float]]) -> bool:
@@ -434,7 +434,7 @@ class _Walk:
         line: list[Workload],
         start: int,
         last: _Tail | None,
-        joined: list[Workload],
+        joined: dict[str, Workload],
     ) -> _Tail:
         """Give ``line[start:]`` its shared waits, leaving out (``Pass.rest_unchanged``) those
         whose wait is still the one the previous pass gave them, and return the tail."""
@@ -446,8 +446,8 @@ class _Walk:
             # from the last tail's first workload on, only what joined since waits anew
             since = last[0]
             cut = max(start, bisect_left(line, since, lo=start, key=submission_order))
-            for w in joined:
-                if submission_order(w) >= since and queue.get(w.id) is w:
+            for w in joined.values():
+                if submission_order(w) >= since:
                     out[w.id] = waits[w.gpus]
             self.out.rest_unchanged = self.out.rest_unchanged or cut < len(line)
         for w in line[start:cut]:
