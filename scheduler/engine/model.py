@@ -8,6 +8,7 @@ be preempted), ``placement`` (which GPUs), ``preemption`` (whom to displace) and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -259,7 +260,8 @@ class ClusterState:
     now: float
     hosts: list[Host]
     running: list[Run]
-    pending: list[Workload]
+    # a list, or the driver's ``pending.PendingQueue`` kept across passes (ranked without a sort)
+    pending: Iterable[Workload]
     usage: dict[str, float] = field(default_factory=dict)  # leaf -> allocated GPU-s in window
     capacity: float = 0.0  # GPU-s healthy hosts could give in the (existing part of the) window
     claims: list[Claim] = field(default_factory=list)  # the previous pass's ``Pass.claims``
@@ -342,8 +344,7 @@ def materially_changed(before: Wait | None, after: Wait, now: float) -> bool:
 @dataclass(slots=True)
 class Pass:
     decisions: list[Decision] = field(default_factory=list)
-    waiting: dict[str, str] = field(default_factory=dict)
-    waits: dict[str, Wait] = field(default_factory=dict)  # the same reasons, as data
+    waits: dict[str, Wait] = field(default_factory=dict)  # why each waiting workload waits
     claims: list[Claim] = field(default_factory=list)  # to hand to the next pass
     order: list[str] = field(default_factory=list)
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
@@ -353,6 +354,15 @@ class Pass:
     # under a strict policy, the first workload in line that could not start (one per partition):
     # nothing behind it starts before it does, so no pass decides anything new until it fits
     heads: list[Workload] = field(default_factory=list)
+    # ``waits`` leaves out waiting workloads whose wait is still the one they had after the
+    # previous pass on the same kept queue (``pending.PendingQueue`` with ``EngineMemo``, plan
+    # step 3 in notes/CONTENTION.md): drivers keep the reasons they have for those
+    rest_unchanged: bool = False
+
+    @property
+    def waiting(self) -> dict[str, str]:
+        """The reasons alone, by workload id (built on demand: drivers read ``waits``)."""
+        return {wid: wait.reason for wid, wait in self.waits.items()}
 
     def of(self, kind: type) -> list:
         return [d for d in self.decisions if isinstance(d, kind)]

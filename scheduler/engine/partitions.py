@@ -119,5 +119,4 @@ def merge(passes: list[Pass], homeless: list[Workload], groups: list[str]) -> Pa
         for w in homeless:
             out.waits[w.id] = wait
             out.order.append(w.id)
-    out.waiting = {wid: wait.reason for wid, wait in out.waits.items()}
     return out

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import math
 import time
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
-from .fairshare import Standing, order_key, percent, ratio
+from .fairshare import Standing, percent, ratio
 from .model import (
     BudgetTree,
     Claim,
@@ -48,11 +50,16 @@ from .model import (
     Workload,
 )
 from .partitions import Partitioning, merge
+from .pending import PendingQueue
 from .placement import Floor, FloorPlan, choose_hosts, place
-from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order
+from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order, submission_order
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
+_id_of = attrgetter("id")
+# the rest of a leaf's line from the workload with this submission key on, and the wait of each
+# size there: every workload of it that has not joined since has that wait
+_Tail = tuple[tuple[float, str], dict[int, Wait]]
 _NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
 
 
@@ -60,15 +67,21 @@ class EngineMemo:
     """Driver-owned state reused across the passes of ONE cluster (``ClusterState.memo``).
 
     Holds the ``FloorPlan`` so that a pass updates its picture of hosts and runs by what
-    changed since the previous pass. Optional: without it every pass reads everything.
+    changed since the previous pass, and, for a driver that keeps its queue as a
+    ``PendingQueue``, the tails of leaves the last pass left out (``_Walk.run_leaves``).
+    Optional: without it every pass reads everything and gives every waiting workload a wait.
     """
 
-    __slots__ = ("plan", "partitioning", "parts")
+    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
         self.partitioning: Partitioning | None = None  # the ``partitions`` policy's groups
         self.parts: dict[str, EngineMemo] = {}  # one memo per partition
+        # the kept queue the last pass walked, and its ``PendingQueue.taken`` then
+        self.queue: PendingQueue | None = None
+        self.taken = 0
+        self.tails: dict[str, _Tail] = {}  # leaf -> the rest of its line the last pass left out
 
     def partitions(self, hosts: list[Host]) -> Partitioning:
         if self.partitioning is None or self.partitioning.hosts is not hosts:
@@ -86,22 +99,29 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out = Pass()
     stopped = _end_grace(state, params, plan, floor, out)
     _drain(state, plan, floor, stopped, out)
-    standing = None
+    walk = _Walk(state, tree, params, None, floor, stopped, out)
+    walk.take_claims(state.claims)
     if params.policy == "fairshare":
+        queue = state.pending
+        if not isinstance(queue, PendingQueue):
+            queue = PendingQueue(queue)
         # Fair Tree only matters when more than one budget competes for allocated time
-        if len({w.budget for w in state.pending if w.min_runtime > 0}) > 1:
-            standing = Standing(tree, state.usage, state.capacity)
-        order = sorted(state.pending, key=order_key(standing))
+        if queue.allocated_budgets > 1:
+            walk.standing_if_any = Standing(tree, state.usage, state.capacity)
+        segments = queue.segments(walk.standing_if_any)
+        out.order = [w.id for _, line in segments for w in line]
+        last = memo is not None and memo.queue is queue and memo.taken == queue.taken
+        tails: dict[str, _Tail] = {}
+        walk.run_leaves(queue, segments, memo.tails if last else {}, tails)
+        if memo is not None:
+            memo.queue, memo.taken, memo.tails = queue, queue.taken, tails
     else:
         order = queue_order(state.pending, policy_of(params.policy))
-    out.order = [w.id for w in order]
-    walk = _Walk(state, tree, params, standing, floor, stopped, out)
-    walk.take_claims(state.claims)
-    walk.run(order)
+        out.order = list(map(_id_of, order))
+        walk.run(order)
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.share_blocked = sorted(walk.share_blocked)
-    out.waiting = {wid: wait.reason for wid, wait in out.waits.items()}
     return out
 
 
@@ -254,6 +274,7 @@ class _Walk:
         self._labels: dict[str, str] = {}
         self._whys: dict[tuple, Wait] = {}  # _why depends only on these: built once per key
         self.claimed: dict[str, _Claimed] = {}
+        self.claimed_budgets: set[str] = set()
         # runs this pass started, per host: a reservation counts them like the runs it found
         self.started: dict[str, list[tuple[Run, tuple[int, ...]]]] = {}
         # GPUs moved by this pass (leaf, GPUs), replayed into Holdings when rules are needed
@@ -263,6 +284,8 @@ class _Walk:
         # (budget, size, opening) -> (floor generation, moves) of a search that found no
         # victims, with the final-share block that kept them, if any
         self._searched: dict[tuple, tuple[tuple[int, int], FinalShareBlock | None]] = {}
+        # leaf -> (size, opening, ends) of the search ``_inert`` last found still to be made
+        self._uncovered: dict[str, tuple[int, float, float]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
         # host -> when the runs leaving it (signalled, or preempted by this pass) are gone
         self._release: dict[str, float] | None = None
@@ -322,6 +345,114 @@ class _Walk:
             if self.strict and w.id in waits:
                 self._behind(w, order[at + 1:])
                 return
+
+    def run_leaves(
+        self,
+        queue: PendingQueue,
+        segments: list[tuple[str | None, list[Workload]]],
+        last: dict[str, _Tail],
+        tails: dict[str, _Tail],
+    ) -> None:
+        """Fair share on a ``PendingQueue``: walk it leaf by leaf, and leave the rest of a
+        leaf's line once none of it can start, claim, preempt nor hold (``_inert``, plan step 3
+        in notes/CONTENTION.md). ``last``: the tails the previous pass on this queue left out;
+        ``tails`` gets this pass's."""
+        joined = queue.take_joined()
+        settled, waits = self._settled, self.out.waits
+        for leaf, line in segments:
+            if leaf is None:
+                self.run(line)
+                continue
+            spans = queue.spans(leaf)
+            for at, w in enumerate(line):
+                wait = settled(w)
+                if wait is not None:
+                    waits[w.id] = wait
+                    continue
+                self.consider(w)
+                if at + 1 < len(line) and self._inert(leaf, spans):
+                    tails[leaf] = self._leave(queue, leaf, line, at + 1, last.get(leaf),
+                                              joined.get(leaf, {}))
+                    break
+
+    def _inert(self, leaf: str, spans: dict[int, list[float]]) -> bool:
+        """Whether ``consider`` would give every workload still in ``leaf``'s line its shared
+        wait and change nothing else: nothing of its sizes fits on open hosts nor may take the
+        reservation, none may backfill held hosts, none has a claim, and the victim search of
+        each size and opening is one that already found no victims on this floor and holdings
+        (not one the final-share rule refused: that gives a wait of its own), or one its budget
+        skips (``cannot_preempt``). Judged on the leaf's whole line, so it only errs on the side
+        of walking on."""
+        least = min(spans)
+        if least < self.nofit or (self.holds_left > 0 and least < self.nohold):
+            return False
+        if leaf in self.claimed_budgets:
+            return False
+        now, held = self.now, self.floor.held
+        start = math.inf  # the one reservation start, when hosts are held
+        if held:
+            starts = set(held.values())
+            if len(starts) > 1:
+                return False
+            (start,) = starts
+            room, until, grace = self._held_room(), self._held_until(), self.params.grace
+        size, until_cp = self.cannot_preempt.get(leaf, _NEVER)
+        # a search on this floor and holdings that found no victims, the final-share rule aside
+        nothing = ((self.floor.generation, self._moved), None)
+        # the search that kept the leaf walking last time most often still does: ask it first
+        last = self._uncovered.get(leaf)
+        if last is not None:
+            g, opening, ends = last
+            if self._searched.get((leaf, g, opening)) != nothing and not (
+                g >= size and ends >= until_cp
+            ):
+                return False
+        for g, line in spans.items():
+            if held:
+                if g <= room and now + line[0] <= until:
+                    return False  # may backfill
+                # the same ends as ``_victims``: those in time for the reservation, the others
+                cut = bisect_right(line, start, key=lambda s: now + s + grace)
+                openings = [(start, now + line[0] + grace)] if cut else []
+                if cut < len(line):
+                    openings.append((math.inf, now + line[cut] + grace))
+            else:
+                openings = [(math.inf, math.inf)]
+            for opening, ends in openings:
+                if self._searched.get((leaf, g, opening)) == nothing:
+                    continue
+                if g >= size and ends >= until_cp:
+                    continue
+                self._uncovered[leaf] = (g, opening, ends)
+                return False
+        return True
+
+    def _leave(
+        self,
+        queue: PendingQueue,
+        leaf: str,
+        line: list[Workload],
+        start: int,
+        last: _Tail | None,
+        joined: dict[str, Workload],
+    ) -> _Tail:
+        """Give ``line[start:]`` its shared waits, leaving out (``Pass.rest_unchanged``) those
+        whose wait is still the one the previous pass gave them, and return the tail."""
+        waits = {g: self._shared_why(g, False, leaf) for g in queue.spans(leaf)}
+        first = submission_order(line[start])
+        out = self.out.waits
+        cut = len(line)
+        if last is not None and last[1] == waits:
+            # from the last tail's first workload on, only what joined since waits anew
+            since = last[0]
+            cut = max(start, bisect_left(line, since, lo=start, key=submission_order))
+            for w in joined.values():
+                if submission_order(w) >= since:
+                    out[w.id] = waits[w.gpus]
+            self.out.rest_unchanged = self.out.rest_unchanged or cut < len(line)
+        for w in line[start:cut]:
+            out[w.id] = waits[w.gpus]
+        return first, waits
 
     def _behind(self, first: Workload, rest: list[Workload]) -> None:
         """A strict order: nothing starts ahead of the first workload that cannot start."""
@@ -391,7 +522,9 @@ class _Walk:
         claim ends when its workload is no longer pending, or when its hosts left service."""
         if not claims:
             return
-        pending = {w.id: w for w in self.state.pending}
+        pending = self.state.pending
+        if not isinstance(pending, PendingQueue):
+            pending = {w.id: w for w in pending}
         floor = self.floor
         # oldest first, and in the previous pass's order among equals: the GPUs free first go to
         # the claims that set them aside first
@@ -406,6 +539,7 @@ class _Walk:
                 continue
             taken = [(h, *floor.claim(h, n)) for h, n in claim.gpus]
             self.claimed[w.id] = _Claimed(claim, taken)
+            self.claimed_budgets.add(w.budget)
             self._move(w.budget, claim.total)
 
     def _give_back(self, claimed: _Claimed) -> None:
@@ -571,6 +705,7 @@ class _Walk:
         displaced = sorted({r.workload.budget for r in victims.runs if r.workload.min_runtime > 0})
         claim = Claim(w.id, tuple(gpus), tuple(displaced), self.now)
         self.claimed[w.id] = _Claimed(claim, taken)
+        self.claimed_budgets.add(w.budget)
         self._move(w.budget, w.gpus)
         self.out.claims.append(claim)
         self.out.claims_changed.append(w.id)
@@ -638,6 +773,7 @@ class _Walk:
             floor.hold(h, until)
         self.holds_left -= 1
         self.holders.append(w.label)
+        self._uncovered.clear()  # the searches to be made now depend on the reservation
         if known:
             when = f"expected free at {clock(until)}"
         elif until > self.now:
@@ -670,31 +806,34 @@ class _Walk:
     def _why(self, w: Workload) -> Wait:
         block = self.share_blocked.get(w.id)
         if block is not None:
-            shape = self._shape(w)
+            shape = self._shape(w.gpus)
             why = f"{shape}, {self._open_free()} free; {block.reason()}"
             return Wait(why, "final share", (), None)
+        return self._shared_why(w.gpus, w.min_runtime <= 0, w.budget)
+
+    def _shared_why(self, g: int, unallocated: bool, budget: str) -> Wait:
+        """The wait of every workload of this size, kind and budget that nothing else explains."""
         # the reason depends only on the size, allocated or not, the budget (its label), the
         # free GPUs and whether hosts are held (holders[0] never changes once set)
         free = self._open_free()
-        key = (w.gpus, w.min_runtime <= 0, w.budget, free, bool(self.holders))
+        key = (g, unallocated, budget, free, bool(self.holders))
         wait = self._whys.get(key)
         if wait is None:
-            wait = self._whys[key] = self._format_why(w, free)
+            wait = self._whys[key] = self._format_why(g, unallocated, budget, free)
         return wait
 
-    def _shape(self, w: Workload) -> str:
-        g = w.gpus
+    def _shape(self, g: int) -> str:
         needs = f"needs {quantity(g, 'GPU')}"
         return needs if g <= self.floor.largest else f"{needs} on whole hosts"
 
-    def _format_why(self, w: Workload, free: int) -> Wait:
-        shape = self._shape(w)
-        if w.min_runtime <= 0:
+    def _format_why(self, g: int, unallocated: bool, budget: str, free: int) -> Wait:
+        shape = self._shape(g)
+        if unallocated:
             why, blocker = f"unallocated: {shape}, {free} idle", "unallocated"
         elif self.policy == "fairshare":
             why = (
                 f"{shape}, {free} free; no run it may preempt "
-                f"({self._label(w.budget)} of entitlement)"
+                f"({self._label(budget)} of entitlement)"
             )
             blocker = "no victim"
         else:

@@ -59,6 +59,7 @@ from .model import (
     Stop,
     Workload,
 )
+from .pending import PendingQueue
 from .policies import PARTITION_POLICIES, POLICIES, policy_of
 from .repairs import RepairFigure
 from .report import write_report
@@ -376,7 +377,7 @@ class Simulator:
         self.preemptions: list[PreemptionRecord] = []
         self.running: dict[str, Run] = {}  # workload id -> run
         self.run_rec: dict[str, RunRecord] = {}  # workload id -> record of its current run
-        self.pending: dict[str, Workload] = {}
+        self.pending = PendingQueue()  # kept ranked from one pass to the next
         self.pending_gpus: Counter[int] = Counter()
         self.pending_allocated = 0
         self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
@@ -431,7 +432,7 @@ class Simulator:
 
     # ---------------------------------------------------------------- bookkeeping
     def _enqueue(self, w: Workload, now: float) -> None:
-        self.pending[w.id] = w
+        self.pending.add(w)
         self.line_needs = None
         self.pending_gpus[w.gpus] += 1
         if w.min_runtime > 0:
@@ -439,7 +440,7 @@ class Simulator:
         self.jobs[w.id].queued_since = now
 
     def _dequeue(self, w: Workload, now: float) -> None:
-        del self.pending[w.id]
+        self.pending.remove(w)
         self.pending_gpus[w.gpus] -= 1
         if not self.pending_gpus[w.gpus]:
             del self.pending_gpus[w.gpus]
@@ -732,7 +733,7 @@ class Simulator:
         usage = {leaf: ledger.window_value(leaf, now) for leaf in self.leaves}
         capacity = ledger.window_value("\0capacity", now)
         return ClusterState(now, self.hosts, list(self.running.values()),
-                            list(self.pending.values()), usage, capacity, self.claims,
+                            self.pending, usage, capacity, self.claims,
                             memo=self.memo)
 
     def _grace_due(self, now: float) -> bool:
@@ -807,10 +808,10 @@ class Simulator:
                     self._to_repair(host.name, now)
                 elif isinstance(d, Hold):
                     self.holds += 1
-            for wid, why in result.waiting.items():
+            for wid, wait in result.waits.items():
                 rec = self.jobs.get(wid)
                 if rec is not None:
-                    rec.reason = why
+                    rec.reason = wait.reason
             if not result.opens_room:
                 break
         else:
@@ -1068,8 +1069,8 @@ class SimResult:
             else:
                 rec.unallocated_gpu_s += span * run.workload.gpus
             rec.state = "running"
-        for wid in sim.pending:
-            rec = sim.jobs[wid]
+        for w in sim.pending:
+            rec = sim.jobs[w.id]
             rec.wait_s += max(0.0, end - rec.queued_since)
             rec.state = "queued"
         jobs = sorted(sim.jobs.values(), key=lambda r: (r.job.submit_time, r.job.job_id))

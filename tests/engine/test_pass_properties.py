@@ -280,7 +280,8 @@ def test_cached_waiting_reasons_are_those_formatted_afresh(case):
 @given(st.one_of(scenarios(), contended()))
 def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     """Past the point where nothing more can start, preempt or hold, the walk gives the rest of
-    the queue shared waits: decisions, reasons and waits are those of considering each one."""
+    the queue shared waits, and leaves the rest of a leaf's line once none of it can: decisions,
+    reasons and waits are those of considering each one."""
     import pytest
 
     from scheduler.engine import scheduling
@@ -289,6 +290,7 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     stopped = schedule(state, tree, params)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scheduling._Walk, "_settled", lambda walk, w: None)
+        mp.setattr(scheduling._Walk, "_inert", lambda walk, leaf, spans: False)
         full = schedule(state, tree, params)
     assert [(type(d).__name__, d.reason) for d in stopped.decisions] == [
         (type(d).__name__, d.reason) for d in full.decisions
@@ -322,3 +324,56 @@ def test_a_victim_search_remembered_for_an_unchanged_floor_decides_as_searching_
     assert _summary(remembered) == _summary(afresh)
     assert remembered.waits == afresh.waits
     assert remembered.share_blocked == afresh.share_blocked
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), contended()))
+def test_a_pass_on_a_kept_queue_decides_exactly_what_a_pass_on_a_list_decides(case):
+    """A driver's ``PendingQueue`` (ranked by merging its leaves) and the same workloads as a
+    list (ranked by one sort) give the same order, decisions, reasons and waits."""
+    from dataclasses import replace
+
+    from scheduler.engine.pending import PendingQueue
+
+    state, tree, params = case
+    listed = schedule(state, tree, params)
+    kept = schedule(replace(state, pending=PendingQueue(state.pending)), tree, params)
+    assert kept.order == listed.order
+    assert [(type(d).__name__, d.reason) for d in kept.decisions] == [
+        (type(d).__name__, d.reason) for d in listed.decisions
+    ]
+    assert _summary(kept) == _summary(listed)
+    assert kept.waits == listed.waits
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), contended()), st.data())
+def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_wait(case, data):
+    """A driver keeping its queue and memo across passes, and keeping the wait of whatever a
+    pass leaves out, shows every waiting workload the wait a pass on a plain list gives it
+    (which leaves nothing out), while work joins and leaves and time moves between passes."""
+    from dataclasses import replace
+
+    from scheduler.engine.pending import PendingQueue
+    from scheduler.engine.scheduling import EngineMemo
+
+    state, tree, params = case
+    queue, memo = PendingQueue(state.pending), EngineMemo()
+    shown = {}
+    for step in range(4):
+        kept = schedule(replace(state, pending=queue, memo=memo), tree, params)
+        full = schedule(replace(state, pending=list(queue)), tree, params)
+        assert _summary(kept)[0] == _summary(full)[0]
+        assert kept.order == full.order
+        shown.update(kept.waits)
+        assert {w.id: shown[w.id] for w in queue if w.id in full.waits} == full.waits
+        if len(queue):
+            for w in data.draw(st.lists(st.sampled_from(list(queue)), unique=True), "leaving"):
+                queue.remove(w)
+        # newcomers like the work already there: the same budgets and sizes, so that they join
+        # tails that are otherwise unchanged
+        like = list(queue) or state.pending
+        for j in range(data.draw(st.integers(0, 3), "joining") if like else 0):
+            queue.add(replace(data.draw(st.sampled_from(like), "like"), id=f"n{step}-{j}",
+                              submitted=data.draw(st.floats(0, NOW), "submitted")))
+        state = replace(state, now=state.now + data.draw(st.sampled_from([0.0, 60.0, 3600.0])))

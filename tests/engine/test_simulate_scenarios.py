@@ -201,7 +201,7 @@ class DebugWatch:
             if room:
                 self.room_s[wid] = self.room_s.get(wid, 0.0) + now - since
         self.last = {}
-        debug = [w for w in sim.pending.values() if is_debug(w.gpus, w.min_runtime)]
+        debug = [w for w in sim.pending if is_debug(w.gpus, w.min_runtime)]
         if not debug:
             return
         free = {h.name: h.gpus - len(sim.used[h.name]) for h in sim.hosts

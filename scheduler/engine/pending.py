@@ -1,0 +1,146 @@
+"""The pending queue of one cluster, kept ranked between passes (plan steps 1 and 3 in
+notes/CONTENTION.md).
+
+Allocated work is kept per budget leaf in submission order, unallocated work in one list in
+submission order. Inside a leaf that order never changes (``Workload.submitted`` is the
+original submission, kept on requeue), so ranking the queue for a pass is only ordering the
+leaves by Fair Tree rank and laying their lists end to end: O(leaves log leaves) when the
+standing changed, instead of sorting every pending workload in every pass.
+
+Per leaf the queue also keeps what a pass needs to tell, without looking at each workload,
+that the rest of a leaf can neither start, preempt nor hold: the expected spans of its work
+by size, and which of its workloads joined since the last pass.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
+from heapq import merge
+
+from .fairshare import Standing
+from .model import Workload
+from .policies import submission_order
+
+_Positions = dict[str, int] | None  # a standing's Fair Tree positions (None: no standing)
+
+
+def span(w: Workload) -> float:
+    """How long allocated work is in the way once started: its expected duration, else its
+    minimum runtime (it is preemptible from then on)."""
+    return w.duration if w.duration is not None else w.min_runtime
+
+
+class PendingQueue:
+    """Pending workloads by id, iterated in the order they joined (as a driver's dict would),
+    and ranked by ``ranked``. A driver keeps one across passes and tells it what joined and
+    what left; ``schedule`` also accepts a plain list and ranks it once."""
+
+    __slots__ = ("_by_id", "_leaves", "_unallocated", "_leaf_order", "_spans", "_joined", "taken")
+
+    def __init__(self, workloads: Iterable[Workload] = ()) -> None:
+        self._by_id: dict[str, Workload] = {}
+        self._leaves: dict[str, list[Workload]] = {}  # allocated work of each leaf, in order
+        self._unallocated: list[Workload] = []
+        # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
+        self._leaf_order: tuple[_Positions, frozenset[str], list[list[str]]] | None = None
+        self._spans: dict[str, dict[int, list[float]]] = {}  # leaf -> size -> spans, sorted
+        # leaf -> allocated work added since take_joined and still here, by id
+        self._joined: dict[str, dict[str, Workload]] = {}
+        self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
+        for w in workloads:
+            self.add(w)
+
+    def add(self, w: Workload) -> None:
+        self._by_id[w.id] = w
+        if w.min_runtime > 0:
+            insort(self._leaves.setdefault(w.budget, []), w, key=submission_order)
+            insort(self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []), span(w))
+            self._joined.setdefault(w.budget, {})[w.id] = w
+        else:
+            insort(self._unallocated, w, key=submission_order)
+
+    def remove(self, w: Workload) -> None:
+        del self._by_id[w.id]
+        if w.min_runtime > 0:
+            line = self._leaves[w.budget]
+            del line[bisect_left(line, submission_order(w), key=submission_order)]
+            sizes = self._spans[w.budget]
+            spans = sizes[w.gpus]
+            del spans[bisect_left(spans, span(w))]
+            if not spans:
+                del sizes[w.gpus]
+            joined = self._joined.get(w.budget)
+            if joined:
+                joined.pop(w.id, None)
+            if not line:
+                del self._leaves[w.budget], self._spans[w.budget]
+        else:
+            line = self._unallocated
+            del line[bisect_left(line, submission_order(w), key=submission_order)]
+
+    def get(self, workload_id: str) -> Workload | None:
+        return self._by_id.get(workload_id)
+
+    def __contains__(self, workload_id: object) -> bool:
+        return workload_id in self._by_id
+
+    def __iter__(self) -> Iterator[Workload]:
+        return iter(self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def allocated_budgets(self) -> int:
+        """How many budgets have allocated work waiting (Fair Tree matters from two on)."""
+        return len(self._leaves)
+
+    def spans(self, leaf: str) -> dict[int, list[float]]:
+        """The waiting allocated work of ``leaf``: for each size, every ``span``, sorted."""
+        return self._spans[leaf]
+
+    def take_joined(self) -> dict[str, dict[str, Workload]]:
+        """Allocated work added (or added back) since the last call and still waiting, by leaf
+        and id."""
+        joined, self._joined = self._joined, {}
+        self.taken += 1
+        return joined
+
+    def ranked(self, standing: Standing | None) -> list[Workload]:
+        """The queue in the order a fair-share pass walks it: exactly
+        ``sorted(self, key=fairshare.order_key(standing))``."""
+        order: list[Workload] = []
+        for _, line in self.segments(standing):
+            order.extend(line)
+        return order
+
+    def segments(self, standing: Standing | None) -> list[tuple[str | None, list[Workload]]]:
+        """``ranked`` in pieces: ``(leaf, its work)`` for a leaf alone at its rank, ``(None,
+        work)`` for budgets tied at one rank (unknown to the tree, or no standing), merged by
+        submission, and last ``(None, unallocated work)``. The lists are the queue's own."""
+        out: list[tuple[str | None, list[Workload]]] = []
+        for tied in self._ranked_leaves(standing):
+            if len(tied) == 1:
+                out.append((tied[0], self._leaves[tied[0]]))
+            else:
+                lines = (self._leaves[leaf] for leaf in tied)
+                out.append((None, list(merge(*lines, key=submission_order))))
+        out.append((None, self._unallocated))
+        return out
+
+    def _ranked_leaves(self, standing: Standing | None) -> list[list[str]]:
+        """The leaves with allocated work waiting, by Fair Tree rank, those of one rank grouped.
+        Worked out again only when the standing's order or the set of waiting leaves changed."""
+        position = standing.position if standing is not None else None
+        leaves = self._leaves.keys()
+        cached = self._leaf_order
+        if cached is not None and cached[0] == position and cached[1] == leaves:
+            return cached[2]
+        rank_of = standing.rank_of if standing is not None else (lambda leaf: 0)
+        groups: dict[int, list[str]] = {}
+        for leaf in leaves:
+            groups.setdefault(rank_of(leaf), []).append(leaf)
+        order = [groups[r] for r in sorted(groups)]
+        self._leaf_order = (position, frozenset(leaves), order)
+        return order

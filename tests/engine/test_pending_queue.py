@@ -1,0 +1,50 @@
+"""The pending queue kept ranked between passes (``pending.PendingQueue``): merging the leaves
+in Fair Tree order must give exactly the order of sorting the whole queue."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.engine import BudgetTree, Workload
+from scheduler.engine.fairshare import Standing, order_key
+from scheduler.engine.pending import PendingQueue
+
+TREE = BudgetTree.from_shares({"p0": 3, "p0/a": 1, "p0/b": 2, "p1": 1, "p1/c": 1, "p1/d": 0})
+# budgets the tree does not know rank after every known one, tied among themselves
+BUDGETS = [*TREE.leaves, "gone/x", "gone/y"]
+CAPACITY = 1e6
+
+workloads = st.builds(
+    Workload,
+    id=st.integers(0, 40).map(str),
+    budget=st.sampled_from(BUDGETS),
+    gpus=st.sampled_from([1, 2, 8]),
+    min_runtime=st.sampled_from([0.0, 3600.0]),
+    resumable=st.booleans(),
+    # few distinct times: ties in submission are broken by id
+    submitted=st.sampled_from([0.0, 10.0, 20.0, 30.0]),
+)
+usages = st.dictionaries(st.sampled_from(BUDGETS), st.sampled_from([0.0, 1e4, 2e5, 9e5]))
+# a step: a workload joins (or leaves if it is there), or the queue is ranked at some usage
+steps = st.lists(st.one_of(workloads, usages, st.none()), max_size=40)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps)
+def test_the_merged_order_is_the_sorted_order_through_joins_leaves_and_new_standings(steps):
+    """Every ranking along the way, with a standing (usage changing, so the leaf order is
+    worked out again or reused) or without one, equals sorting what is pending now."""
+    queue, pending = PendingQueue(), {}
+    for step in steps:
+        if isinstance(step, Workload):
+            if step.id in pending:
+                queue.remove(pending.pop(step.id))
+            else:
+                queue.add(step)
+                pending[step.id] = step
+            continue
+        standing = None if step is None else Standing(TREE, step, CAPACITY)
+        expected = sorted(pending.values(), key=order_key(standing))
+        assert queue.ranked(standing) == expected
+    assert sorted(w.id for w in queue) == sorted(pending)
