@@ -358,6 +358,10 @@ class Pass:
     # previous pass on the same kept queue (``pending.PendingQueue`` with ``EngineMemo``, plan
     # step 3 in notes/CONTENTION.md): drivers keep the reasons they have for those
     rest_unchanged: bool = False
+    # a strict line walked on a kept queue (``_Walk.run_line``): the wait of every workload
+    # behind ``heads[0]``; ``waits`` lists only those new behind it, drivers keep one reason
+    # for the whole line
+    behind: Wait | None = None
 
     @property
     def waiting(self) -> dict[str, str]:

@@ -10,6 +10,9 @@ standing changed, instead of sorting every pending workload in every pass.
 Per leaf the queue also keeps what a pass needs to tell, without looking at each workload,
 that the rest of a leaf can neither start, preempt nor hold: the expected spans of its work
 by size, and which of its workloads joined since the last pass.
+
+Under strict submission order (``fifo``) the queue is read lazily in that order
+(``by_submission``), so a pass over a long line costs its starts, not the line.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class PendingQueue:
             self._joined.setdefault(w.budget, {})[w.id] = w
         else:
             insort(self._unallocated, w, key=submission_order)
+            self._joined.setdefault(None, {})[w.id] = w
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
@@ -78,6 +82,9 @@ class PendingQueue:
         else:
             line = self._unallocated
             del line[bisect_left(line, submission_order(w), key=submission_order)]
+            joined = self._joined.get(None)
+            if joined:
+                joined.pop(w.id, None)
 
     def get(self, workload_id: str) -> Workload | None:
         return self._by_id.get(workload_id)
@@ -100,12 +107,17 @@ class PendingQueue:
         """The waiting allocated work of ``leaf``: for each size, every ``span``, sorted."""
         return self._spans[leaf]
 
-    def take_joined(self) -> dict[str, dict[str, Workload]]:
-        """Allocated work added (or added back) since the last call and still waiting, by leaf
-        and id."""
+    def take_joined(self) -> dict[str | None, dict[str, Workload]]:
+        """Work added (or added back) since the last call and still waiting, by id: allocated
+        work by leaf, unallocated work under None."""
         joined, self._joined = self._joined, {}
         self.taken += 1
         return joined
+
+    def by_submission(self) -> Iterator[Workload]:
+        """The queue in submission order (``policies.submission_order``), lazily: a strict line
+        reads it only up to its first workload that cannot start."""
+        return merge(*self._leaves.values(), self._unallocated, key=submission_order)
 
     def ranked(self, standing: Standing | None) -> list[Workload]:
         """The queue in the order a fair-share pass walks it: exactly

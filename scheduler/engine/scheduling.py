@@ -72,7 +72,7 @@ class EngineMemo:
     Optional: without it every pass reads everything and gives every waiting workload a wait.
     """
 
-    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails")
+    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
@@ -82,6 +82,7 @@ class EngineMemo:
         self.queue: PendingQueue | None = None
         self.taken = 0
         self.tails: dict[str, _Tail] = {}  # leaf -> the rest of its line the last pass left out
+        self.reached: list[str] = []  # the workloads a strict line's last pass reached
 
     def partitions(self, hosts: list[Host]) -> Partitioning:
         if self.partitioning is None or self.partitioning.hosts is not hosts:
@@ -115,6 +116,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         walk.run_leaves(queue, segments, memo.tails if last else {}, tails)
         if memo is not None:
             memo.queue, memo.taken, memo.tails = queue, queue.taken, tails
+    elif _kept_line(state, params) and memo is not None:
+        walk.run_line(state.pending, memo)
     else:
         order = queue_order(state.pending, policy_of(params.policy))
         out.order = list(map(_id_of, order))
@@ -123,6 +126,13 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.share_blocked = sorted(walk.share_blocked)
     return out
+
+
+def _kept_line(state: ClusterState, params: Params) -> bool:
+    """Whether the pass walks a kept queue in strict submission order (``_Walk.run_line``)."""
+    policy = policy_of(params.policy)
+    return policy.strict and policy.order == "submission" and isinstance(state.pending,
+                                                                         PendingQueue)
 
 
 def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
@@ -147,7 +157,11 @@ def next_event(state: ClusterState, params: Params) -> float | None:
     a possible victim while allocated work waits)."""
     now = state.now
     draining = {h.name for h in state.hosts if h.state == HostState.DRAINING}
-    waiting_allocated = any(w.min_runtime > 0 for w in state.pending)
+    pending = state.pending
+    if isinstance(pending, PendingQueue):
+        waiting_allocated = pending.allocated_budgets > 0
+    else:
+        waiting_allocated = any(w.min_runtime > 0 for w in pending)
     soonest = math.inf
     for run in state.running:
         if run.signalled_at is not None:
@@ -346,6 +360,43 @@ class _Walk:
                 self._behind(w, order[at + 1:])
                 return
 
+    def run_line(self, queue: PendingQueue, memo: EngineMemo) -> None:
+        """A strict line in submission order on a kept queue, read only up to its first
+        workload that cannot start (``Pass.order`` lists those the walk reached). Everybody
+        behind that head has one wait, ``Pass.behind``; after a pass on the same queue,
+        ``waits`` gives it only to those that were not behind the last pass's head: those that
+        joined since, and those the last pass reached (a workload that joined again may have
+        gone before them)."""
+        last = memo.queue is queue and memo.taken == queue.taken
+        joined = queue.take_joined()
+        settled, waits, reached = self._settled, self.out.waits, self.out.order
+        line = queue.by_submission()
+        head = None
+        for w in line:
+            reached.append(w.id)
+            wait = settled(w)
+            if wait is None:
+                self.consider(w)
+            else:
+                waits[w.id] = wait
+            if w.id in waits:
+                head = w
+                break
+        before = memo.reached
+        memo.queue, memo.taken, memo.reached = queue, queue.taken, reached
+        if head is None:
+            return
+        self.out.heads.append(head)
+        behind = self.out.behind = self._behind_wait(head)
+        if not last:
+            waits.update(dict.fromkeys([w.id for w in line], behind))
+            return
+        seen = set(reached)
+        for added in joined.values():
+            waits.update((wid, behind) for wid in added if wid not in seen)
+        waits.update((wid, behind) for wid in before if wid not in seen and wid in queue)
+        self.out.rest_unchanged = True
+
     def run_leaves(
         self,
         queue: PendingQueue,
@@ -457,9 +508,11 @@ class _Walk:
     def _behind(self, first: Workload, rest: list[Workload]) -> None:
         """A strict order: nothing starts ahead of the first workload that cannot start."""
         self.out.heads.append(first)
-        wait = Wait(f"behind {first.label}, first in line ({self.policy}: strict order)",
+        self.out.waits.update(dict.fromkeys([w.id for w in rest], self._behind_wait(first)))
+
+    def _behind_wait(self, first: Workload) -> Wait:
+        return Wait(f"behind {first.label}, first in line ({self.policy}: strict order)",
                     "behind")
-        self.out.waits.update(dict.fromkeys([w.id for w in rest], wait))
 
     def _settled(self, w: Workload) -> Wait | None:
         """The wait ``consider`` would give ``w`` once the walk has stopped (plan step 2 in

@@ -378,6 +378,10 @@ class Simulator:
         self.running: dict[str, Run] = {}  # workload id -> run
         self.run_rec: dict[str, RunRecord] = {}  # workload id -> record of its current run
         self.pending = PendingQueue()  # kept ranked from one pass to the next
+        # waiting behind the head of a strict line (``Pass.behind``): their reason is the
+        # line's, as of the last pass, given to each when it leaves the line
+        self.in_line: set[str] = set()
+        self.line_reason = ""
         self.pending_gpus: Counter[int] = Counter()
         self.pending_allocated = 0
         self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
@@ -476,6 +480,9 @@ class Simulator:
         rec = self.jobs[w.id]
         if w.id not in self.pending:
             raise SimulationError(f"engine started {w.id} which is not pending")
+        if w.id in self.in_line:
+            self.in_line.discard(w.id)
+            rec.reason = self.line_reason
         for host, idx in d.placement.slots:
             h = self.host_by_name.get(host)
             if h is None or h.state != HostState.AVAILABLE:
@@ -596,6 +603,8 @@ class Simulator:
         drain = any(self.host_by_name[h].state != HostState.AVAILABLE
                     for h in run.placement.hosts)
         req = self.jobs.get(d.for_workload_id) if d.for_workload_id else None
+        # fair share's state carries the window (one dict for the pass's records); others not
+        window = (state.usage, state.capacity) if state.usage else self._window(now)
         vr = rq = None
         if req is not None and standing is not None:
             a, b = standing.diverge(run.workload.budget, req.workload.budget)
@@ -603,7 +612,7 @@ class Simulator:
         self.preemptions.append(PreemptionRecord(
             now, wid, run.number, run.workload.budget, run.workload.min_runtime > 0,
             run.protected_until, d.for_workload_id, req.workload.budget if req else None,
-            vr, rq, drain and req is None, d.reason, state.usage, state.capacity))
+            vr, rq, drain and req is None, d.reason, *window))
 
     def _stop(self, d: Stop, now: float) -> None:
         run = d.run
@@ -728,13 +737,20 @@ class Simulator:
         self._next_failure(name, now)
 
     # ---------------------------------------------------------------- passes
-    def _state(self, now: float) -> ClusterState:
-        ledger = self.ledger
-        usage = {leaf: ledger.window_value(leaf, now) for leaf in self.leaves}
-        capacity = ledger.window_value("\0capacity", now)
+    def _state(self, now: float, usage: bool = True) -> ClusterState:
+        """The cluster as a pass sees it. The usage window only matters to fair share (and to
+        ``next_event``, which reads hosts and runs, not at all): without it, it is empty."""
+        usage = usage and self.params.policy == "fairshare"
+        window, capacity = self._window(now) if usage else ({}, 0.0)
         return ClusterState(now, self.hosts, list(self.running.values()),
-                            self.pending, usage, capacity, self.claims,
+                            self.pending, window, capacity, self.claims,
                             memo=self.memo)
+
+    def _window(self, now: float) -> tuple[dict[str, float], float]:
+        """Each leaf's usage over the window, and the window's capacity, at ``now``."""
+        ledger = self.ledger
+        return ({leaf: ledger.window_value(leaf, now) for leaf in self.leaves},
+                ledger.window_value("\0capacity", now))
 
     def _grace_due(self, now: float) -> bool:
         gh = self.grace_heap
@@ -808,16 +824,24 @@ class Simulator:
                     self._to_repair(host.name, now)
                 elif isinstance(d, Hold):
                     self.holds += 1
+            behind = result.behind
+            if behind is not None:
+                self.line_reason = behind.reason
             for wid, wait in result.waits.items():
                 rec = self.jobs.get(wid)
-                if rec is not None:
+                if rec is None:
+                    continue
+                if wait is behind:
+                    self.in_line.add(wid)
+                else:
+                    self.in_line.discard(wid)
                     rec.reason = wait.reason
             if not result.opens_room:
                 break
         else:
             self._push(self._tick_after(now), _WAKE)
         if self.pending or self.draining:
-            nxt = next_event(self._state(now), self.params)
+            nxt = next_event(self._state(now, usage=False), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
 
@@ -1069,6 +1093,8 @@ class SimResult:
             else:
                 rec.unallocated_gpu_s += span * run.workload.gpus
             rec.state = "running"
+        for wid in sim.in_line:
+            sim.jobs[wid].reason = sim.line_reason
         for w in sim.pending:
             rec = sim.jobs[w.id]
             rec.wait_s += max(0.0, end - rec.queued_since)

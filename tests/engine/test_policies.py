@@ -151,3 +151,20 @@ def test_a_strict_line_moves_when_its_head_fits_and_not_before():
                    SimConfig(params=Params(policy="fifo")))
     first = {r.job.job_id: r.first_start for r in res.jobs}
     assert first == {"a": 0, "b": 0, "head": 1000, "follower": 1050}
+
+
+def test_a_workload_that_starts_from_the_line_keeps_the_last_head_it_waited_behind():
+    # one 8-GPU host held by a until 100 s. b (8 GPUs, the head) and c and d (4 GPUs each)
+    # queue behind it. At 100 s b starts and c becomes the head: d, still in line, now waits
+    # behind c (without a wait of its own: the line's wait changed). At 200 s c and d start.
+    jobs = [TraceJob("a", 0, 100, 8, "p/vc-a", "u", 60, True),
+            TraceJob("b", 1, 100, 8, "p/vc-a", "u", 60, True),
+            TraceJob("c", 2, 100, 4, "p/vc-a", "u", 60, True),
+            TraceJob("d", 3, 100, 4, "p/vc-a", "u", 60, True)]
+    res = simulate(jobs, {"p": 1, "p/vc-a": 1}, parse_cluster("1x8"),
+                   SimConfig(params=Params(policy="fifo")))
+    record = {r.job.job_id: r for r in res.jobs}
+    assert {k: r.first_start for k, r in record.items()} == {"a": 0, "b": 100, "c": 200,
+                                                             "d": 200}
+    assert record["d"].reason.startswith("behind workload #c")
+    assert record["c"].reason.startswith("needs 4 GPUs")
