@@ -518,10 +518,9 @@ def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | No
         if need[j] <= 0:
             found = (_ZERO, [])
         else:
-            options = board.options[host]
             if refused is not None and reach.refused[rows[j]]:
                 refused = None  # this host's refusals come later and say why instead
-            options = [o for o in options if rules.may_displace(requester, o[2])]
+            options = [o for o in board.options[host] if rules.may_displace(requester, o[2])]
             found = _cheapest(options, need[j])
             if found is None:
                 continue
