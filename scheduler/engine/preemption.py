@@ -173,21 +173,6 @@ class Rules:
             self.standing.ratio(run.workload.budget) > self.threshold
         )
 
-    def may_displace(self, requester: Workload, run: Run) -> bool:
-        if requester.min_runtime <= 0:
-            return False  # unallocated work never preempts
-        victim = run.workload
-        if victim.min_runtime <= 0:
-            return True
-        if self.now < run.protected_until:
-            return False  # protected: the contract's promise
-        if not self.outranks(requester, victim.budget):
-            return False
-        block = self.moving(requester, victim.budget, run.gpus)
-        if block is not None:
-            self.blocked[requester.id] = block
-        return block is None
-
     def outranks(self, requester: Workload, budget: str) -> bool:
         """Whether ``requester``'s budget ranks above ``budget`` and ``budget``'s line is over
         its entitlement: the runs of ``budget`` that ``requester`` may weigh as victims (the
@@ -326,6 +311,14 @@ class Reach:
         self.open[i] = within + allowed
         self.bound[i] = self.open[i] + int(np.where(kept, gpus, 0).sum())
         self.refused[i] = kept.any()
+
+    def takes(self, run: Run, board: Board) -> bool:
+        """Whether the requester may displace ``run``, a candidate (``Rules.candidate``: not
+        protected): unallocated work gives way to any allocated request, allocated work only
+        to one that outranks it within the final-share rule."""
+        if run.workload.min_runtime <= 0:
+            return True
+        return bool(self.allowed[board.pair_id[(run.workload.budget, run.gpus)]])
 
     def first_refusal(self, options: list[tuple[tuple, int, Run]], board: Board
                       ) -> FinalShareBlock | None:
@@ -507,20 +500,19 @@ def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | No
     short = (reach.open[rows] < g).tolist()
     rows, need, lowest = rows.tolist(), need.tolist(), lowest.tolist()
     best: tuple | None = None
-    refused = None  # the last host, in turn, where only the final-share rule kept the requester
+    refused = None  # the last host looked at where the final-share rule kept a run from it
     for j in order:
         if best is not None and best[0][:2] <= (lowest[j], need[j]):
             break  # sorted by this bound: no later host loses fewer GPUs
         host = board.hosts[rows[j]]
-        if short[j]:
-            refused = host
-            continue
         if need[j] <= 0:
             found = (_ZERO, [])
         else:
-            if refused is not None and reach.refused[rows[j]]:
-                refused = None  # this host's refusals come later and say why instead
-            options = [o for o in board.options[host] if rules.may_displace(requester, o[2])]
+            if reach.refused[rows[j]]:
+                refused = host
+            if short[j]:
+                continue
+            options = [o for o in board.options[host] if reach.takes(o[2], board)]
             found = _cheapest(options, need[j])
             if found is None:
                 continue
