@@ -84,6 +84,14 @@ class EngineMemo:
         self.tails: dict[str, _Tail] = {}  # leaf -> the rest of its line the last pass left out
         self.reached: list[str] = []  # the workloads a strict line's last pass reached
 
+    def follows(self, queue: PendingQueue) -> bool:
+        """Whether the last pass walked ``queue`` and took its joined work last: what it left
+        out is still known to the driver, except what joined since."""
+        return self.queue is queue and self.taken == queue.taken
+
+    def walked(self, queue: PendingQueue) -> None:
+        self.queue, self.taken = queue, queue.taken
+
     def partitions(self, hosts: list[Host]) -> Partitioning:
         if self.partitioning is None or self.partitioning.hosts is not hosts:
             self.partitioning, self.parts = Partitioning(hosts), {}
@@ -111,11 +119,12 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
             walk.standing_if_any = Standing(tree, state.usage, state.capacity)
         segments = queue.segments(walk.standing_if_any)
         out.order = [w.id for _, line in segments for w in line]
-        last = memo is not None and memo.queue is queue and memo.taken == queue.taken
         tails: dict[str, _Tail] = {}
-        walk.run_leaves(queue, segments, memo.tails if last else {}, tails)
+        walk.run_leaves(queue, segments, memo.tails if memo and memo.follows(queue) else {},
+                        tails)
         if memo is not None:
-            memo.queue, memo.taken, memo.tails = queue, queue.taken, tails
+            memo.walked(queue)
+            memo.tails = tails
     elif _kept_line(state, params) and memo is not None:
         walk.run_line(state.pending, memo)
     else:
@@ -367,7 +376,7 @@ class _Walk:
         ``waits`` gives it only to those that were not behind the last pass's head: those that
         joined since, and those the last pass reached (a workload that joined again may have
         gone before them)."""
-        last = memo.queue is queue and memo.taken == queue.taken
+        last = memo.follows(queue)
         joined = queue.take_joined()
         settled, waits, reached = self._settled, self.out.waits, self.out.order
         line = queue.by_submission()
@@ -382,8 +391,8 @@ class _Walk:
             if w.id in waits:
                 head = w
                 break
-        before = memo.reached
-        memo.queue, memo.taken, memo.reached = queue, queue.taken, reached
+        before, memo.reached = memo.reached, reached
+        memo.walked(queue)
         if head is None:
             return
         self.out.heads.append(head)

@@ -603,8 +603,9 @@ class Simulator:
         drain = any(self.host_by_name[h].state != HostState.AVAILABLE
                     for h in run.placement.hosts)
         req = self.jobs.get(d.for_workload_id) if d.for_workload_id else None
-        # fair share's state carries the window (one dict for the pass's records); others not
-        window = (state.usage, state.capacity) if state.usage else self._window(now)
+        # only fair share's state carries the window (``_state``): one dict for the pass's records
+        fair = self.params.policy == "fairshare"
+        window = (state.usage, state.capacity) if fair else self._window(now)
         vr = rq = None
         if req is not None and standing is not None:
             a, b = standing.diverge(run.workload.budget, req.workload.budget)

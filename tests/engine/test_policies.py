@@ -138,17 +138,21 @@ def test_a_workload_larger_than_its_partition_is_refused():
     assert "can never be placed" in res.jobs[0].reason
 
 
+def one_fifo_host(jobs):
+    """``jobs`` of one budget on one 8-GPU host under strict FIFO."""
+    return simulate(jobs, {"p": 1, "p/vc-a": 1}, parse_cluster("1x8"),
+                    SimConfig(params=Params(policy="fifo")))
+
+
 def test_a_strict_line_moves_when_its_head_fits_and_not_before():
     # one 8-GPU host: a (4 GPUs) until 1000 s, b (3 GPUs) until 100 s; the head (8 GPUs)
     # arrives at 1 s, a 1-GPU follower at 2 s. b's end frees 4 GPUs: too few for the head (the
     # simulator skips that pass), and the follower stays behind the head, which starts when a
     # ends.
-    jobs = [TraceJob("a", 0, 1000, 4, "p/vc-a", "u", 60, True),
-            TraceJob("b", 0, 100, 3, "p/vc-a", "u", 60, True),
-            TraceJob("head", 1, 50, 8, "p/vc-a", "u", 50, True),
-            TraceJob("follower", 2, 50, 1, "p/vc-a", "u", 50, True)]
-    res = simulate(jobs, {"p": 1, "p/vc-a": 1}, parse_cluster("1x8"),
-                   SimConfig(params=Params(policy="fifo")))
+    res = one_fifo_host([TraceJob("a", 0, 1000, 4, "p/vc-a", "u", 60, True),
+                         TraceJob("b", 0, 100, 3, "p/vc-a", "u", 60, True),
+                         TraceJob("head", 1, 50, 8, "p/vc-a", "u", 50, True),
+                         TraceJob("follower", 2, 50, 1, "p/vc-a", "u", 50, True)])
     first = {r.job.job_id: r.first_start for r in res.jobs}
     assert first == {"a": 0, "b": 0, "head": 1000, "follower": 1050}
 
@@ -157,12 +161,10 @@ def test_a_workload_that_starts_from_the_line_keeps_the_last_head_it_waited_behi
     # one 8-GPU host held by a until 100 s. b (8 GPUs, the head) and c and d (4 GPUs each)
     # queue behind it. At 100 s b starts and c becomes the head: d, still in line, now waits
     # behind c (without a wait of its own: the line's wait changed). At 200 s c and d start.
-    jobs = [TraceJob("a", 0, 100, 8, "p/vc-a", "u", 60, True),
-            TraceJob("b", 1, 100, 8, "p/vc-a", "u", 60, True),
-            TraceJob("c", 2, 100, 4, "p/vc-a", "u", 60, True),
-            TraceJob("d", 3, 100, 4, "p/vc-a", "u", 60, True)]
-    res = simulate(jobs, {"p": 1, "p/vc-a": 1}, parse_cluster("1x8"),
-                   SimConfig(params=Params(policy="fifo")))
+    res = one_fifo_host([TraceJob("a", 0, 100, 8, "p/vc-a", "u", 60, True),
+                         TraceJob("b", 1, 100, 8, "p/vc-a", "u", 60, True),
+                         TraceJob("c", 2, 100, 4, "p/vc-a", "u", 60, True),
+                         TraceJob("d", 3, 100, 4, "p/vc-a", "u", 60, True)])
     record = {r.job.job_id: r for r in res.jobs}
     assert {k: r.first_start for k, r in record.items()} == {"a": 0, "b": 100, "c": 200,
                                                              "d": 200}
