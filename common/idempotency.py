@@ -5,6 +5,7 @@ header (``IdempotencyMiddleware``) and the submit form's one-time token both go 
 import hashlib
 from collections.abc import Callable
 from datetime import timedelta
+from functools import cache
 
 from django.db import connection, transaction
 from django.http import HttpResponse, JsonResponse
@@ -93,11 +94,10 @@ def _claim(user, key: str, request_fingerprint: str):
             return first, None
 
 
-def _insert_unless_taken(claim: IdempotencyKey) -> IdempotencyKey | None:
-    """``claim`` saved, or None when its user already holds its key. One statement, written
-    by hand: the ORM can only catch the collision inside a savepoint (three statements), and
-    composing its insert cost more CPU than running it. Like the ORM's insert, it waits for
-    a concurrent request holding the same key to commit or roll back."""
+@cache
+def _insert_unless_taken_sql() -> tuple[str, list]:
+    """The statement of ``_insert_unless_taken`` and the fields it sets, written once from the
+    model."""
     meta = IdempotencyKey._meta
     fields = [field for field in meta.concrete_fields if not field.primary_key]
     quote = connection.ops.quote_name
@@ -108,6 +108,15 @@ def _insert_unless_taken(claim: IdempotencyKey) -> IdempotencyKey | None:
         f"ON CONFLICT ({', '.join(quote(meta.get_field(f).column) for f in unique.fields)}) "
         f"DO NOTHING RETURNING {quote(meta.pk.column)}"
     )
+    return sql, fields
+
+
+def _insert_unless_taken(claim: IdempotencyKey) -> IdempotencyKey | None:
+    """``claim`` saved, or None when its user already holds its key. One statement, written
+    by hand: the ORM can only catch the collision inside a savepoint (three statements), and
+    composing its insert cost more CPU than running it. Like the ORM's insert, it waits for
+    a concurrent request holding the same key to commit or roll back."""
+    sql, fields = _insert_unless_taken_sql()
     values = [field.get_db_prep_save(field.pre_save(claim, True), connection) for field in fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
