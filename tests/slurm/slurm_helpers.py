@@ -29,6 +29,15 @@ def job(job_id) -> dict | None:
     return next((j for j in jobs() if str(j["job_id"]) == str(job_id)), None)
 
 
+def job_state(job_id) -> str | None:
+    """The job's state from squeue, or from accounting once squeue has forgotten it (MinJobAge)."""
+    found = job(job_id)
+    if found:
+        return found["job_state"]
+    record = accounting_record(job_id)
+    return record["state"] if record else None
+
+
 def nodes() -> dict[str, dict]:
     data = json.loads(slurm("sinfo", "--json"))
     return {n["name"]: n for n in data["nodes"]}

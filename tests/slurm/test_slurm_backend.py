@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from fixtures_loop import make_workload
 from polling import wait_for
-from slurm_helpers import job, jobs, nodes, slurm, use_hosts
+from slurm_helpers import job, job_state, jobs, nodes, slurm, use_hosts
 
 from fleet import services as host_services
 from fleet.backends.slurm import SlurmFleet
@@ -129,7 +129,7 @@ def test_a_failing_command_ends_failed_with_its_exit_code(slurm_lab):
     w.refresh_from_db()
     run = Run.objects.get(workload=w)
     assert w.exit_code == 3 and run.exit_code == 3 and run.end_reason == "failed"
-    assert job(run.backend_id)["job_state"] == "FAILED"
+    assert job_state(run.backend_id) == "FAILED"
     assert "code 3" in Event.objects.get(workload=w, kind="failed").reason
 
 
@@ -144,7 +144,7 @@ def test_cancel_cancels_the_job(slurm_lab):
     w = workload(slurm_lab, SLEEP)
     run = started_in_slurm(slurm_lab, w)
     services.cancel(slurm_lab.alice, w)
-    wait_for(lambda: job(run.backend_id)["job_state"] == "CANCELLED", what="the job cancelled")
+    wait_for(lambda: job_state(run.backend_id) == "CANCELLED", what="the job cancelled")
 
 
 def test_preemption_signals_every_process_then_cancels_after_the_grace(slurm_lab, tmp_path):
@@ -158,7 +158,7 @@ def test_preemption_signals_every_process_then_cancels_after_the_grace(slurm_lab
     wait_for(lambda: marker.exists(), what="the TERM marker")
     assert job(run.backend_id)["job_state"] == "RUNNING"  # trapped: keeps running
     fleet.stop(run)
-    wait_for(lambda: job(run.backend_id)["job_state"] == "CANCELLED", what="the cancel")
+    wait_for(lambda: job_state(run.backend_id) == "CANCELLED", what="the cancel")
 
 
 # -- reconciliation ------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_a_job_timeshare_does_not_know_is_cancelled(slurm_lab):
     foreign = foreign.strip()
     wait_for(lambda: job(foreign) and job(foreign)["job_state"] == "RUNNING", what="the job")
     tick(slurm_lab)
-    wait_for(lambda: job(foreign)["job_state"] == "CANCELLED", what="the foreign job cancelled")
+    wait_for(lambda: job_state(foreign) == "CANCELLED", what="the foreign job cancelled")
     slurm_lab.cluster.refresh_from_db()
     assert slurm_lab.cluster.backend_error == ""  # fixed, nothing left to report
 
@@ -187,7 +187,7 @@ def test_with_unknown_jobs_report_a_foreign_job_is_left_and_shown_on_the_cluster
     slurm_lab.cluster.refresh_from_db()
     assert f"Slurm job {foreign} (somebody-else" in slurm_lab.cluster.backend_error
     slurm("scancel", foreign)
-    wait_for(lambda: job(foreign)["job_state"] != "RUNNING", what="the job to end")
+    wait_for(lambda: job_state(foreign) != "RUNNING", what="the job to end")
     tick(slurm_lab)
     slurm_lab.cluster.refresh_from_db()
     assert slurm_lab.cluster.backend_error == ""
@@ -201,7 +201,7 @@ def test_a_job_of_a_run_that_ended_in_timeshare_is_cancelled(slurm_lab):
     RunGPU.objects.filter(run=run).update(held=False)
     Workload.objects.filter(pk=w.pk).update(state="CANCELLED", finished=timezone.now())
     tick(slurm_lab)
-    wait_for(lambda: job(run.backend_id)["job_state"] == "CANCELLED", what="the stale job")
+    wait_for(lambda: job_state(run.backend_id) == "CANCELLED", what="the stale job")
 
 
 def test_a_resumable_run_slurm_lost_is_requeued_as_a_new_job(slurm_lab):
@@ -361,7 +361,7 @@ def test_the_users_log_says_the_grace_started_and_when_the_cancel_came(slurm_lab
     fleet.signal(run)
     wait_for(lambda: "got TERM" in _lines(fleet.output_path(w)), what="the TERM")
     fleet.stop(run)
-    wait_for(lambda: job(run.backend_id)["job_state"] == "CANCELLED", what="the cancel")
+    wait_for(lambda: job_state(run.backend_id) == "CANCELLED", what="the cancel")
     lines = _lines(fleet.output_path(w))
     grace = next(i for i, x in enumerate(lines) if "for its grace of 3 s" in x)
     term = lines.index("got TERM")

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from polling import wait_for
-from slurm_helpers import job, nodes, slurm, use_hosts
+from slurm_helpers import job, job_state, nodes, slurm, use_hosts
 
 from fleet.backends.slurm import SlurmFleet, job_gpus
 from fleet.models import Host, HostEvent
@@ -95,7 +95,7 @@ def test_a_higher_ranked_workload_preempts_after_min_runtime_with_term_and_grace
     assert first.ended >= first.signalled_at + loop.timedelta(seconds=live.cluster.grace)
     assert first.end_reason == "preempted"
     assert marker.read_text().startswith("TERM run 1")  # every process got TERM
-    wait_for(lambda: job(first.backend_id)["job_state"] == "CANCELLED", what="the cancel")
+    wait_for(lambda: job_state(first.backend_id) == "CANCELLED", what="the cancel")
     kinds = list(Event.objects.filter(workload=victim).values_list("kind", flat=True))
     assert kinds[:4] == ["submitted", "started", "signalled", "requeued"]
     # Alice finishes; the victim comes back as a new run, a new Slurm job.
