@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Max, Sum
+from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
 from budgets.models import BudgetNode
@@ -335,7 +335,8 @@ class _Tick:
             .values_list(*_Pending.__slots__)
         }
         self.last_sample = OccupancySample.objects.filter(cluster=c).order_by("-at").first()
-        self.claims = stored_claims(c)
+        self.stored_claims = stored_claims(c)
+        self.claims = self.stored_claims
 
     # -- the tick ----------------------------------------------------------------------------
 
@@ -585,10 +586,10 @@ class _Tick:
     def work_done(self) -> dict[int, float]:
         """Seconds of work resumable workloads did in their ended runs, those ended in this
         tick (not saved yet) included."""
-        again = [w.pk for w in self.pending.values() if w.resumable] + [
-            r.workload_id for r in self.live.values() if r.number > 1 and r.workload.resumable
-        ]
-        done = earlier_work(again) if again else {}
+        resumed = [r.workload_id for r in self.live.values()
+                   if r.number > 1 and r.workload.resumable]
+        waiting = Q(cluster=self.cluster, state=Workload.State.PENDING, resumable=True)
+        done = earlier_work(Workload.objects.filter(waiting | Q(pk__in=resumed)).values("pk"))
         for run in self.live.values():
             if run.ended and run.workload.resumable:
                 stop = min(run.signalled_at, run.ended) if run.signalled_at else run.ended
@@ -825,7 +826,10 @@ class _Tick:
             announce_events(self.events)
 
     def save_claims(self) -> None:
-        """Replace the stored claims by exactly the last pass's (``Pass.claims``)."""
+        """Replace the stored claims by exactly the last pass's (``Pass.claims``), unless they
+        are the ones stored (most ticks: a claim lasts until its victims' grace is over)."""
+        if self.claims == self.stored_claims:
+            return
         Claim.objects.filter(workload__cluster=self.cluster).delete()
         Claim.objects.bulk_create([
             Claim(workload_id=int(c.workload_id), host_id=self.host_by_name[host].pk, gpus=n,
@@ -909,7 +913,8 @@ def stored_wait(last_wait: dict | None) -> Wait | None:
 def stored_claims(cluster: Cluster) -> list[EngineClaim]:
     """The claims the last tick's last pass made (one ``Claim`` row per host), in its order."""
     claims: dict[int, EngineClaim] = {}
-    for row in Claim.objects.filter(workload__cluster=cluster).select_related("host"):
+    rows = Claim.objects.filter(workload__cluster=cluster).select_related("host").order_by("pk")
+    for row in rows:
         before = claims.get(row.workload_id)
         gpus = ((before.gpus if before else ()) + ((row.host.name, row.gpus),))
         claims[row.workload_id] = EngineClaim(str(row.workload_id), gpus,
