@@ -346,7 +346,11 @@ class Pass:
     decisions: list[Decision] = field(default_factory=list)
     waits: dict[str, Wait] = field(default_factory=dict)  # why each waiting workload waits
     claims: list[Claim] = field(default_factory=list)  # to hand to the next pass
-    order: list[str] = field(default_factory=list)
+    # the queue as the pass considered it (``order``): its ids, or copies of the queue's lines
+    # (``consider_in``), listed only when a driver asks: the simulator never does, and a list
+    # of every id of a long queue would be what a pass that decides nothing costs most
+    _order: list[str] = field(default_factory=list)
+    _lines: list[list[Workload]] | None = None
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
     # workloads whose claim this pass made, started on or gave back: GPUs set aside changed hands
     claims_changed: list[str] = field(default_factory=list)
@@ -362,6 +366,22 @@ class Pass:
     # behind ``heads[0]``; ``waits`` lists only those new behind it, drivers keep one reason
     # for the whole line
     behind: Wait | None = None
+
+    @property
+    def order(self) -> list[str]:
+        """The ids of the waiting workloads, in the order the pass considered them."""
+        if self._lines is not None:
+            self._order = [w.id for line in self._lines for w in line]
+            self._lines = None
+        return self._order
+
+    @order.setter
+    def order(self, ids: list[str]) -> None:
+        self._order, self._lines = ids, None
+
+    def consider_in(self, lines: Iterable[list[Workload]]) -> None:
+        """``order`` is these lines end to end (copied: drivers change their queue after)."""
+        self._lines = [list(line) for line in lines]
 
     @property
     def waiting(self) -> dict[str, str]:

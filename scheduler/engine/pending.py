@@ -39,10 +39,12 @@ class PendingQueue:
     and ranked by ``ranked``. A driver keeps one across passes and tells it what joined and
     what left; ``schedule`` also accepts a plain list and ranks it once."""
 
-    __slots__ = ("_by_id", "_leaves", "_unallocated", "_leaf_order", "_spans", "_joined", "taken")
+    __slots__ = ("_by_id", "_line", "_leaves", "_unallocated", "_leaf_order", "_spans", "_joined",
+                 "taken")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_id: dict[str, Workload] = {}
+        self._line: list[Workload] = []  # all of it in submission order, for strict lines
         self._leaves: dict[str, list[Workload]] = {}  # allocated work of each leaf, in order
         self._unallocated: list[Workload] = []
         # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
@@ -56,6 +58,7 @@ class PendingQueue:
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w
+        insort(self._line, w, key=submission_order)
         if w.min_runtime > 0:
             insort(self._leaves.setdefault(w.budget, []), w, key=submission_order)
             insort(self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []), span(w))
@@ -66,6 +69,8 @@ class PendingQueue:
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
+        line = self._line
+        del line[bisect_left(line, submission_order(w), key=submission_order)]
         if w.min_runtime > 0:
             line = self._leaves[w.budget]
             del line[bisect_left(line, submission_order(w), key=submission_order)]
@@ -117,7 +122,7 @@ class PendingQueue:
     def by_submission(self) -> Iterator[Workload]:
         """The queue in submission order (``policies.submission_order``), lazily: a strict line
         reads it only up to its first workload that cannot start."""
-        return merge(*self._leaves.values(), self._unallocated, key=submission_order)
+        return iter(self._line)
 
     def ranked(self, standing: Standing | None) -> list[Workload]:
         """The queue in the order a fair-share pass walks it: exactly

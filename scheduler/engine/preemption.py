@@ -349,24 +349,33 @@ class Board:
         self.hosts = list(floor.size)
         self.row = {h: i for i, h in enumerate(self.hosts)}
         n = len(self.hosts)
-        self.size = np.array([floor.size[h] for h in self.hosts], dtype=np.int64)
-        self.base = self.size.copy()  # free or being released; hosts without runs: all
-        self.within = self.size.copy()  # base + GPUs of unallocated runs
-        self.until = np.full(n, math.inf)  # when a held host's reservation starts; inf if not
-        self.over = np.zeros(n)  # most over-used candidate ratio on the host
+        sizes = [floor.size[h] for h in self.hosts]
         self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
         self.emptiable: dict[str, tuple | None] = {}  # cost of all runs if all are candidates
-        width = max([len(r) for r in floor.runs.values()] + [1])
-        self.pair = np.full((n, width), -1, dtype=np.int64)  # candidates, by pair id
-        self.gpus = np.zeros((n, width), dtype=np.int64)  # their GPUs on the host
         self.pair_id: dict[tuple[str, int], int] = {}
         self.pair_budget: list[str] = []  # by pair id
         self.pair_gpus = np.zeros(0, dtype=np.int64)
         self._lines: dict[str, Lines] = {}  # by requester budget, for the pairs so far
         self._reach: Reach | None = None
+        # rows built as lists and turned into arrays once: hosts without runs keep their size
+        base, within, over, until = list(sizes), list(sizes), [0.0] * n, [math.inf] * n
+        width = max([len(r) for r in floor.runs.values()] + [1])
+        pair = [[-1] * width for _ in range(n)]
+        gpus = [[0] * width for _ in range(n)]
         for h in (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing):
-            if h in self.row:
-                self._refresh(h)
+            i = self.row.get(h)
+            if i is None:
+                continue
+            base[i], within[i], over[i], ids, on_host = self._summarize(h)
+            until[i] = floor.held.get(h, math.inf)
+            pair[i][:len(ids)], gpus[i][:len(ids)] = ids, on_host
+        self.size = np.array(sizes, dtype=np.int64)
+        self.base = np.array(base, dtype=np.int64)  # free or being released
+        self.within = np.array(within, dtype=np.int64)  # base + GPUs of unallocated runs
+        self.until = np.array(until)  # when a held host's reservation starts; inf if not
+        self.over = np.array(over)  # most over-used candidate ratio on the host
+        self.pair = np.array(pair, dtype=np.int64).reshape(n, width)  # candidates, by pair id
+        self.gpus = np.array(gpus, dtype=np.int64).reshape(n, width)  # their GPUs on the host
         floor.dirty.clear()
 
     def sync(self) -> None:
@@ -395,8 +404,11 @@ class Board:
             known = self._lines[requester.budget] = known.extend(more)
         return known
 
-    def _refresh(self, host: str) -> None:
-        floor, rules, i = self.floor, self.rules, self.row[host]
+    def _summarize(self, host: str) -> tuple[int, int, float, list[int], list[int]]:
+        """Keep ``host``'s options and emptying cost; return its row: GPUs free or being
+        released, those plus unallocated runs' GPUs, the most over-used candidate's ratio, and
+        the pair ids and GPUs of its allocated candidates."""
+        floor, rules = self.floor, self.rules
         standing = rules.standing
         base = len(floor.free[host]) + len(floor.releasing[host])
         unalloc, ids, gpus, over = 0, [], [], 0.0
@@ -418,8 +430,13 @@ class Board:
         for o in options:
             total = _add(total, o[0])
         self.emptiable[host] = total if len(options) == len(here) else None
-        self.base[i], self.within[i], self.over[i] = base, base + unalloc, over
-        self.until[i] = floor.held.get(host, math.inf)
+        return base, base + unalloc, over, ids, gpus
+
+    def _refresh(self, host: str) -> None:
+        i = self.row[host]
+        base, within, over, ids, gpus = self._summarize(host)
+        self.base[i], self.within[i], self.over[i] = base, within, over
+        self.until[i] = self.floor.held.get(host, math.inf)
         width = self.pair.shape[1]
         if len(ids) > width:
             extra, width = len(ids) - width, len(ids)
@@ -429,7 +446,7 @@ class Board:
         self.pair[i] = ids + [-1] * pad
         self.gpus[i] = gpus + [0] * pad
         if self._reach is not None:
-            self._reach.patch(i, base + unalloc, self.pair[i], self.gpus[i])
+            self._reach.patch(i, within, self.pair[i], self.gpus[i])
 
     def reach(self, requester: Workload) -> Reach:
         """What each host could offer ``requester`` (``Reach``). Kept while the requester's

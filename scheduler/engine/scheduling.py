@@ -118,7 +118,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         if queue.allocated_budgets > 1:
             walk.standing_if_any = Standing(tree, state.usage, state.capacity)
         segments = queue.segments(walk.standing_if_any)
-        out.order = [w.id for _, line in segments for w in line]
+        out.consider_in(line for _, line in segments)
         tails: dict[str, _Tail] = {}
         walk.run_leaves(queue, segments, memo.tails if memo and memo.follows(queue) else {},
                         tails)
@@ -162,28 +162,26 @@ def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) 
 
 def next_event(state: ClusterState, params: Params) -> float | None:
     """The next time a pass could decide something new without outside events: a grace
-    period ending, or a protection expiring (which lets a draining host empty, or makes a run
-    a possible victim while allocated work waits)."""
+    period ending, or a protection expiring (which lets a draining host empty, or, under a
+    policy that preempts, makes a run a possible victim while allocated work waits)."""
     now = state.now
+    running = state.running
+    ends = [run.grace_ends(params) for run in running if run.signalled_at is not None]
     draining = {h.name for h in state.hosts if h.state == HostState.DRAINING}
-    pending = state.pending
+    if policy_of(params.policy).preempts and _allocated_waits(state.pending):
+        ends += [run.protected_until for run in running
+                 if run.signalled_at is None and run.workload.min_runtime > 0]
+    elif draining:
+        ends += [run.protected_until for run in running
+                 if run.signalled_at is None and run.workload.min_runtime > 0
+                 and not draining.isdisjoint(run.placement.hosts)]
+    return min((t for t in ends if t > now), default=None)
+
+
+def _allocated_waits(pending) -> bool:
     if isinstance(pending, PendingQueue):
-        waiting_allocated = pending.allocated_budgets > 0
-    else:
-        waiting_allocated = any(w.min_runtime > 0 for w in pending)
-    soonest = math.inf
-    for run in state.running:
-        if run.signalled_at is not None:
-            t = run.grace_ends(params)
-        elif run.workload.min_runtime > 0 and (
-            waiting_allocated or any(h in draining for h in run.placement.hosts)
-        ):
-            t = run.protected_until
-        else:
-            continue
-        if now < t < soonest:
-            soonest = t
-    return None if soonest == math.inf else soonest
+        return pending.allocated_budgets > 0
+    return any(w.min_runtime > 0 for w in pending)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -799,19 +797,21 @@ class _Walk:
 
     def _hold(self, w: Workload) -> None:
         floor, g = self.floor, w.gpus
-        times: dict[str, list[tuple[float, bool]]] = {}
+        # per host, when its GPUs are out of the way: (time, known, how many GPUs), sorted
+        times: dict[str, list[tuple[float, bool, int]]] = {}
         grace_end = self.now + self.params.grace  # at the latest; signalled runs leave by then
         for host, size in floor.size.items():
             if host in floor.held or size < min(g, floor.largest):
                 continue
-            t = [(self.now, True)] * len(floor.free[host])
-            t += [(grace_end, True)] * len(floor.releasing[host])
+            t = [(self.now, True, len(floor.free[host])),
+                 (grace_end, True, len(floor.releasing[host]))]
             for run, idx in (*floor.runs[host], *self.started.get(host, ())):
-                t.extend([self._free_at(run, w)] * len(idx))
+                t.append((*self._free_at(run, w), len(idx)))
+            t = [x for x in t if x[2]]
             t.sort()
             times[host] = t
         if g <= floor.largest:
-            ready = {h: t[g - 1] for h, t in times.items() if len(t) >= g}
+            ready = {h: nth for h, t in times.items() if (nth := _gpu_free(t, g)) is not None}
             if not ready:
                 self.nohold = g
                 self._wait(w, self._why(w))
@@ -819,7 +819,7 @@ class _Walk:
             host = min(ready, key=lambda h: (ready[h], h))
             hosts, (until, known) = [host], ready[host]
         else:
-            ready = {h: t[-1] if t else (self.now, True) for h, t in times.items()}
+            ready = {h: t[-1][:2] if t else (self.now, True) for h, t in times.items()}
             cost = {h: (v[0],) for h, v in ready.items()}
             chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,
                                   floor.group, cost)
@@ -929,3 +929,13 @@ def clock(t: float) -> str:
         day, rest = divmod(int(t), 86400)
         return f"day {day} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def _gpu_free(times: list[tuple[float, bool, int]], g: int) -> tuple[float, bool] | None:
+    """When the ``g``-th GPU of a host is out of the way, from its sorted (time, known, GPUs);
+    None if it has fewer."""
+    for t, known, n in times:
+        g -= n
+        if g <= 0:
+            return t, known
+    return None
