@@ -67,6 +67,7 @@ from scheduler.engine import Host as EngineHost
 from scheduler.engine import Run as EngineRun
 from scheduler.engine import Workload as EngineWorkload
 from scheduler.engine.idle import IdlePolicy, idle_preemptions
+from scheduler.engine.pending import PendingQueue
 from scheduler.engine_views import budget_tree, earlier_work, engine_params, engine_workload
 from scheduler.models import Claim, Event, OccupancySample, Run, RunGPU, UsageRollup, Workload
 from scheduler.signals import announce_events
@@ -301,7 +302,8 @@ class _Tick:
         self.released: list[int] = []  # ids of runs whose GPUs are released
         self.signalled: set[int | None] = set()  # ids of runs signalled in this tick
         self.workloads: dict[int, Workload] = {}  # changed workloads
-        self.queued: dict[int, Workload] = {}  # pending workloads whose place/reason changed
+        self.moved: dict[int, Workload] = {}  # pending workloads whose place changed
+        self.explained: dict[int, Workload] = {}  # pending workloads whose reason changed
         self.after_commit: list = []
         self.refunds: list[tuple[Run, datetime, datetime]] = []  # see refund_usage
         self.holding_launches = False  # see fleet.locks.hold_launches
@@ -626,7 +628,8 @@ class _Tick:
             er = self._engine_run(run, placement)
             self.engine_runs[id(er)] = run
             running.append(er)
-        pending = [self._engine_workload(w) for w in self.pending.values()]
+        # kept ranked through the tick's passes: starts and requeues move single workloads
+        pending = PendingQueue(self._engine_workload(w) for w in self.pending.values())
         return ClusterState(
             now=now.timestamp(),
             hosts=hosts,
@@ -711,7 +714,7 @@ class _Tick:
                     if left is not None and w.resumable:  # it did the work until the signal
                         left = max(0.0, left - ((d.run.signalled_at or now.timestamp())
                                                 - d.run.started))
-                    state.pending.append(replace(d.run.workload, duration=left))
+                    state.pending.add(replace(d.run.workload, duration=left))
                     self._event(w, Event.Kind.REQUEUED, d.reason + "; keeps its place", run=run)
                 else:
                     w.state = Workload.State.PREEMPTED
@@ -746,12 +749,7 @@ class _Tick:
         w.queue_reason = ""
         w.last_wait = None
         self._event(w, Event.Kind.STARTED, d.reason, run=run)
-        # by id, not ``list.remove``: that compares dataclasses field by field with each of
-        # thousands of pending workloads, for every start
-        for i, x in enumerate(state.pending):
-            if x.id == d.workload.id:
-                del state.pending[i]
-                break
+        state.pending.remove(d.workload)
         er = EngineRun(d.workload, now.timestamp(), d.placement,
                        now.timestamp() + d.workload.min_runtime)
         state.running.append(er)
@@ -770,22 +768,22 @@ class _Tick:
             position += 1
             if w.queue_position != position:
                 w.queue_position = position
-                self.queued[w.pk] = w
+                self.moved[w.pk] = w
             wait = result.waits.get(engine_id)
             if wait is None:
                 continue
-            if materially_changed(stored_wait(w.last_wait), wait, now):
+            if materially_changed(stored_wait(w.last_wait, w.queue_reason), wait, now):
                 w.queue_reason = wait.reason[:500]
                 w.last_wait = {"blocker": wait.blocker, "hosts": list(wait.hosts),
                                "until": wait.until}
                 kind = Event.Kind.HELD if wait.blocker == "held" else Event.Kind.WAITING
                 self._event(w, kind, wait.reason)
-                self.queued[w.pk] = w
+                self.explained[w.pk] = w
         ranked = set(result.order)
         for w in self.pending.values():  # requeued by the last pass allowed at this instant
             if str(w.pk) not in ranked and w.queue_position is not None:
                 w.queue_position = None
-                self.queued[w.pk] = w
+                self.moved[w.pk] = w
 
     # -- 4. writing ------------------------------------------------------------------------
 
@@ -817,9 +815,13 @@ class _Tick:
                  ["state", "finished", "exit_code", "queue_position", "queue_reason",
                   "last_wait"])
         # Pending work whose place or reason moved (every pending workload on a first tick,
-        # a few on the next ones): only those rows, only those columns.
-        bulk_set(Workload, [w for pk, w in self.queued.items() if pk not in self.workloads],
-                 ["queue_position", "queue_reason", "last_wait"])
+        # a few on the next ones): only those rows, only those columns; a place alone (all
+        # behind a start move up one) is a column of integers, cheap to send
+        explained = [w for pk, w in self.explained.items() if pk not in self.workloads]
+        bulk_set(Workload, explained, ["queue_position", "queue_reason", "last_wait"])
+        bulk_set(Workload, [w for pk, w in self.moved.items()
+                            if pk not in self.workloads and pk not in self.explained],
+                 ["queue_position"])
         self.save_claims()
         if self.events:
             Event.objects.bulk_create(self.events, batch_size=1000)
@@ -902,12 +904,12 @@ class _Pending:
             setattr(self, name, value)
 
 
-def stored_wait(last_wait: dict | None) -> Wait | None:
-    """The wait a workload's timeline last recorded, as the engine's ``Wait`` (no reason
-    text: ``materially_changed`` compares blocker, hosts and expected start)."""
+def stored_wait(last_wait: dict | None, reason: str) -> Wait | None:
+    """The wait a workload's timeline last recorded, as the engine's ``Wait`` (its reason is
+    the banner's, ``queue_reason``)."""
     if not last_wait:
         return None
-    return Wait("", last_wait["blocker"], tuple(last_wait["hosts"]), last_wait["until"])
+    return Wait(reason, last_wait["blocker"], tuple(last_wait["hosts"]), last_wait["until"])
 
 
 def stored_claims(cluster: Cluster) -> list[EngineClaim]:

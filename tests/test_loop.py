@@ -197,6 +197,23 @@ def test_a_tick_that_only_starts_and_holds_runs_one_pass_and_records_the_hold_on
     assert kinds(big).count("held") == 1
 
 
+def test_a_wait_whose_sentence_stays_the_same_gets_no_new_timeline_line(lab):
+    """The hosts recorded behind a wait moved since the last tick while its sentence stayed
+    the same (as when another workload's reservation moves, which the sentence does not
+    name): the reader has nothing new, so nothing is written."""
+    overuse(lab, lab.b1, 2.0)
+    make_workload(lab, lab.a1, gpus=8, submitted=at(-100))
+    waiting = make_workload(lab, lab.b1, gpus=4, submitted=at(-90))
+    tick(lab, 0)
+    reason = refresh(waiting).queue_reason
+    lines = kinds(waiting)
+    Workload.objects.filter(pk=waiting.pk).update(
+        last_wait={**waiting.last_wait, "hosts": ["somewhere-else"]})
+    tick(lab, 5)
+    assert kinds(waiting) == lines == ["submitted", "held"]
+    assert refresh(waiting).queue_reason == reason
+
+
 def test_ticks_on_one_cluster_leave_other_clusters_alone(lab):
     from fleet.models import Cluster, Host
 

@@ -328,9 +328,13 @@ class Wait:
 
 def materially_changed(before: Wait | None, after: Wait, now: float) -> bool:
     """Whether a workload's timeline should get a new waiting event: other hosts, a different
-    blocker, or an expected start moving by more than 10% of the time that was left."""
+    blocker, or an expected start moving by more than 10% of the time that was left; never
+    the sentence the reader already has (the hosts of another workload's reservation, say,
+    which it does not name, can move without anything new to read)."""
     if before is None:
         return True
+    if before.reason == after.reason:
+        return False
     if before.blocker != after.blocker or before.hosts != after.hosts:
         return True
     if (before.until is None) != (after.until is None):

@@ -63,14 +63,21 @@ def test_the_same_blocker_on_the_same_hosts_is_not_a_new_event():
 
 
 def test_an_estimate_moving_by_more_than_ten_percent_is_a_new_event():
-    before = Wait("held", "held", ("h0",), 1000.0)
-    after = Wait("held", "held", ("h0",), 1050.0)  # 50 s of the 400 s left: 12.5%
+    before = Wait("holding h0 (expected free at 00:16)", "held", ("h0",), 1000.0)
+    after = Wait("holding h0 (expected free at 00:17)", "held", ("h0",), 1050.0)
+    # 50 s of the 400 s left: 12.5%
     assert materially_changed(before, after, now=600.0)
 
 
 def test_other_hosts_are_a_new_event():
-    before = Wait("held", "held", ("h0",), 1000.0)
-    assert materially_changed(before, Wait("held", "held", ("h1",), 1000.0), now=600.0)
+    before = Wait("holding h0", "held", ("h0",), 1000.0)
+    assert materially_changed(before, Wait("holding h1", "held", ("h1",), 1000.0), now=600.0)
+
+
+def test_the_same_sentence_is_not_a_new_event_whatever_moved_behind_it():
+    why = "needs 16 GPUs on whole hosts, 0 free; no run it may preempt; hosts held for #2664"
+    before = Wait(why, "no victim", ("gpu-120",))
+    assert not materially_changed(before, Wait(why, "no victim", ("gpu-001",)), now=600.0)
 
 
 def test_a_different_blocker_is_a_new_event():
