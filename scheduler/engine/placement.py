@@ -17,7 +17,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_not, mul
 
 from .model import Host, HostState, Placement, Run
 
@@ -261,7 +261,7 @@ class Floor:
     @property
     def open_free(self) -> int:
         """Free GPUs on hosts that are not held."""
-        return sum(k * len(b) for k, b in enumerate(self.bucket))
+        return sum(map(mul, range(len(self.bucket)), map(len, self.bucket)))  # in C
 
     def free_on(self, hosts: Iterable[str]) -> int:
         return sum(len(self.free[h]) for h in hosts)

@@ -57,6 +57,8 @@ from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
 _id_of = attrgetter("id")
+_signalled_at = attrgetter("signalled_at")
+_state_of = attrgetter("state")
 # the rest of a leaf's line from the workload with this submission key on, and the wait of each
 # size there: every workload of it that has not joined since has that wait
 _Tail = tuple[tuple[float, str], dict[int, Wait]]
@@ -166,8 +168,12 @@ def next_event(state: ClusterState, params: Params) -> float | None:
     policy that preempts, makes a run a possible victim while allocated work waits)."""
     now = state.now
     running = state.running
-    ends = [run.grace_ends(params) for run in running if run.signalled_at is not None]
-    draining = {h.name for h in state.hosts if h.state == HostState.DRAINING}
+    # ``map`` with an attrgetter runs in C: most passes have no signalled run, no draining host
+    marks = list(map(_signalled_at, running))
+    ends = ([] if marks.count(None) == len(marks) else
+            [run.grace_ends(params) for run in running if run.signalled_at is not None])
+    draining = ({h.name for h in state.hosts if h.state == HostState.DRAINING}
+                if HostState.DRAINING in map(_state_of, state.hosts) else set())
     if policy_of(params.policy).preempts and _allocated_waits(state.pending):
         ends += [run.protected_until for run in running
                  if run.signalled_at is None and run.workload.min_runtime > 0]

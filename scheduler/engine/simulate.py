@@ -60,7 +60,7 @@ from .model import (
     Workload,
 )
 from .pending import PendingQueue
-from .policies import PARTITION_POLICIES, POLICIES, policy_of
+from .policies import PARTITION_POLICIES, POLICIES, policy_of, submission_order
 from .repairs import RepairFigure
 from .report import write_report
 from .scheduling import EngineMemo, next_event, schedule
@@ -369,6 +369,11 @@ class Simulator:
         # a strict policy's line: the fewest GPUs the first workload in line (of any partition)
         # needs; None when unknown (the queue changed since the last pass) or not strict
         self.line_needs: int | None = None
+        # one line in submission order (``fifo``): its head's place in that order; work that
+        # joins behind it cannot start before it, so it leaves ``line_needs`` as it is
+        policy = policy_of(self.params.policy)
+        self.one_line = policy.strict and policy.order == "submission" and not policy.partitioned
+        self.line_head: tuple | None = None
         self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
         self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
         self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
@@ -385,6 +390,7 @@ class Simulator:
         self.pending_gpus: Counter[int] = Counter()
         self.pending_allocated = 0
         self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
+        self.largest_host = max((h.gpus for h in self.hosts), default=0)  # as ``Floor.largest``
         self.free_avail = sum(h.gpus for h in self.hosts)
         self.healthy_gpus = self.free_avail
         self.events: list[tuple] = []
@@ -437,7 +443,8 @@ class Simulator:
     # ---------------------------------------------------------------- bookkeeping
     def _enqueue(self, w: Workload, now: float) -> None:
         self.pending.add(w)
-        self.line_needs = None
+        if self.line_head is None or submission_order(w) < self.line_head:
+            self.line_needs = None
         self.pending_gpus[w.gpus] += 1
         if w.min_runtime > 0:
             self.pending_allocated += 1
@@ -788,12 +795,24 @@ class Simulator:
         if not self.pending:
             return False
         if self.line_needs is not None:  # a strict line moves only when its head fits
-            return self.free_avail >= self.line_needs
+            if self.free_avail < self.line_needs:
+                return False
+            return self.line_head is None or self._room_for(self.line_needs)
         if self.free_avail >= min(self.pending_gpus):
             return True
         if self.params.policy != "fairshare" or not self.pending_allocated:
             return False
         return self.unalloc_unsignalled > 0 or self._preemptible_allocated(now)
+
+    def _room_for(self, gpus: int) -> bool:
+        """Whether ``gpus`` GPUs could be placed now as far as free GPUs tell (the engine's
+        ``place`` decides): a host with that many free, or whole free hosts enough for work
+        larger than any host. GPUs scattered over hosts are no room for the head of a line."""
+        used, available = self.used, HostState.AVAILABLE
+        hosts = [(h.gpus, h.gpus - len(used[h.name])) for h in self.hosts if h.state == available]
+        if gpus <= self.largest_host:
+            return any(free >= gpus for _, free in hosts)
+        return sum(size for size, free in hosts if free == size) >= gpus
 
     def _pass(self, now: float) -> None:
         # passes at one instant while one could open room for the next, as the live loop runs
@@ -807,6 +826,8 @@ class Simulator:
             self.passes += 1
             # before the decisions: work they requeue is new to the line
             self.line_needs = min((w.gpus for w in result.heads), default=None)
+            self.line_head = (submission_order(result.heads[0])
+                              if self.one_line and len(result.heads) == 1 else None)
             standing = None
             for d in result.decisions:
                 if isinstance(d, Start):
