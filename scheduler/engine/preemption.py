@@ -356,7 +356,8 @@ class Board:
         self.pair_budget: list[str] = []  # by pair id
         self.pair_gpus = np.zeros(0, dtype=np.int64)
         self._lines: dict[str, Lines] = {}  # by requester budget, for the pairs so far
-        self._reach: Reach | None = None
+        # by (requester budget, GPUs, holdings version): one version at a time is kept
+        self._reaches: dict[tuple, Reach] = {}
         # rows built as lists and turned into arrays once: hosts without runs keep their size
         base, within, over, until = list(sizes), list(sizes), [0.0] * n, [math.inf] * n
         width = max([len(r) for r in floor.runs.values()] + [1])
@@ -390,7 +391,7 @@ class Board:
             i = self.pair_id[pair] = len(self.pair_budget)
             self.pair_budget.append(pair[0])
             self.pair_gpus = np.append(self.pair_gpus, pair[1])
-            self._reach = None  # a pair it has not judged
+            self._reaches.clear()  # a pair they have not judged
         return i
 
     def lines(self, requester: Workload) -> Lines:
@@ -445,17 +446,19 @@ class Board:
         pad = width - len(ids)
         self.pair[i] = ids + [-1] * pad
         self.gpus[i] = gpus + [0] * pad
-        if self._reach is not None:
-            self._reach.patch(i, within, self.pair[i], self.gpus[i])
+        for reach in self._reaches.values():
+            reach.patch(i, within, self.pair[i], self.gpus[i])
 
     def reach(self, requester: Workload) -> Reach:
-        """What each host could offer ``requester`` (``Reach``). Kept while the requester's
-        budget and size and the holdings stay the same (requesters come in rank order) and
-        patched per refreshed host."""
+        """What each host could offer ``requester`` (``Reach``). Kept per requester budget and
+        size while the holdings stay the same, and patched per refreshed host."""
         key = (requester.budget, requester.gpus, self.rules.holdings.version)
-        if self._reach is None or self._reach.key != key:
-            self._reach = Reach(key, requester, self)
-        return self._reach
+        reach = self._reaches.get(key)
+        if reach is None:
+            if self._reaches and next(iter(self._reaches))[2] != key[2]:
+                self._reaches.clear()  # judged on holdings that have moved since
+            reach = self._reaches[key] = Reach(key, requester, self)
+        return reach
 
 
 def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, list[Run]] | None:
