@@ -180,11 +180,17 @@ def submit(
 def _known_to_be_new(workload: Workload, submitted: Event) -> None:
     """A workload just created has no runs and no claims, and one event: say so the way
     ``prefetch_related`` would, so that answering with it reads nothing back."""
-    events = Event.objects.filter(pk=submitted.pk)
-    events._result_cache, events._prefetch_done = [submitted], True
     workload._prefetched_objects_cache = {
-        "runs": Run.objects.none(), "claims": Claim.objects.none(), "events": events,
+        "runs": _as_read(Run.objects.none(), []), "claims": _as_read(Claim.objects.none(), []),
+        "events": _as_read(Event.objects.filter(pk=submitted.pk), [submitted]),
     }
+
+
+def _as_read(queryset, rows):
+    """``queryset`` as if it had been read and given ``rows`` (an unread ``none()`` still
+    composes its SQL each time it is iterated, to find that it reads nothing)."""
+    queryset._result_cache, queryset._prefetch_done = rows, True
+    return queryset
 
 
 def _contract_words(w: Workload) -> str:
