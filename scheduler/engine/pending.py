@@ -53,8 +53,23 @@ class PendingQueue:
         # leaf -> allocated work added since take_joined and still here, by id
         self._joined: dict[str, dict[str, Workload]] = {}
         self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
+        # a whole queue at once: appended, then each list sorted once (``add`` keeps them
+        # sorted one insertion at a time)
         for w in workloads:
-            self.add(w)
+            self._by_id[w.id] = w
+            self._line.append(w)
+            if w.min_runtime > 0:
+                self._leaves.setdefault(w.budget, []).append(w)
+                self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []).append(span(w))
+                self._joined.setdefault(w.budget, {})[w.id] = w
+            else:
+                self._unallocated.append(w)
+                self._joined.setdefault(None, {})[w.id] = w
+        for line in (self._line, self._unallocated, *self._leaves.values()):
+            line.sort(key=submission_order)
+        for sizes in self._spans.values():
+            for spans in sizes.values():
+                spans.sort()
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w

@@ -3,6 +3,8 @@ in Fair Tree order must give exactly the order of sorting the whole queue."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,3 +50,23 @@ def test_the_merged_order_is_the_sorted_order_through_joins_leaves_and_new_stand
         expected = sorted(pending.values(), key=order_key(standing))
         assert queue.ranked(standing) == expected
     assert sorted(w.id for w in queue) == sorted(pending)
+
+
+timed = st.builds(replace, workloads, duration=st.sampled_from([None, 60.0, 7200.0]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(timed, max_size=40, unique_by=lambda w: w.id), usages)
+def test_a_queue_built_at_once_is_the_queue_built_one_workload_at_a_time(ws, usage):
+    """The driver hands a whole queue to the constructor (sorted once) or adds workloads one by
+    one (kept sorted): the same ranking, submission line, spans and joined work."""
+    at_once, one_by_one = PendingQueue(ws), PendingQueue()
+    for w in ws:
+        one_by_one.add(w)
+    standing = Standing(TREE, usage, CAPACITY)
+    assert at_once.ranked(standing) == one_by_one.ranked(standing)
+    assert list(at_once.by_submission()) == list(one_by_one.by_submission())
+    leaves = {w.budget for w in ws if w.min_runtime > 0}
+    assert {leaf: at_once.spans(leaf) for leaf in leaves} == {
+        leaf: one_by_one.spans(leaf) for leaf in leaves}
+    assert at_once.take_joined() == one_by_one.take_joined()
