@@ -803,21 +803,19 @@ class _Walk:
 
     def _hold(self, w: Workload) -> None:
         floor, g = self.floor, w.gpus
-        # per host, when its GPUs are out of the way: (time, known, how many GPUs), sorted
-        times: dict[str, list[tuple[float, bool, int]]] = {}
+        times: dict[str, list[tuple[float, bool]]] = {}
         grace_end = self.now + self.params.grace  # at the latest; signalled runs leave by then
         for host, size in floor.size.items():
             if host in floor.held or size < min(g, floor.largest):
                 continue
-            t = [(self.now, True, len(floor.free[host])),
-                 (grace_end, True, len(floor.releasing[host]))]
+            t = [(self.now, True)] * len(floor.free[host])
+            t += [(grace_end, True)] * len(floor.releasing[host])
             for run, idx in (*floor.runs[host], *self.started.get(host, ())):
-                t.append((*self._free_at(run, w), len(idx)))
-            t = [x for x in t if x[2]]
+                t.extend([self._free_at(run, w)] * len(idx))
             t.sort()
             times[host] = t
         if g <= floor.largest:
-            ready = {h: nth for h, t in times.items() if (nth := _gpu_free(t, g)) is not None}
+            ready = {h: t[g - 1] for h, t in times.items() if len(t) >= g}
             if not ready:
                 self.nohold = g
                 self._wait(w, self._why(w))
@@ -825,7 +823,7 @@ class _Walk:
             host = min(ready, key=lambda h: (ready[h], h))
             hosts, (until, known) = [host], ready[host]
         else:
-            ready = {h: t[-1][:2] if t else (self.now, True) for h, t in times.items()}
+            ready = {h: t[-1] if t else (self.now, True) for h, t in times.items()}
             cost = {h: (v[0],) for h, v in ready.items()}
             chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,
                                   floor.group, cost)
@@ -936,12 +934,3 @@ def clock(t: float) -> str:
         return f"day {day} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
-
-def _gpu_free(times: list[tuple[float, bool, int]], g: int) -> tuple[float, bool] | None:
-    """When the ``g``-th GPU of a host is out of the way, from its sorted (time, known, GPUs);
-    None if it has fewer."""
-    for t, known, n in times:
-        g -= n
-        if g <= 0:
-            return t, known
-    return None
