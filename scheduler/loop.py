@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
@@ -334,7 +334,7 @@ class _Tick:
         self.pending = {
             row[0]: _Pending(*row)
             for row in Workload.objects.filter(cluster=c, state=Workload.State.PENDING)
-            .values_list(*_Pending.__slots__)
+            .values_list(*_PENDING_FIELDS)
         }
         self.last_sample = OccupancySample.objects.filter(cluster=c).order_by("-at").first()
         self.stored_claims = stored_claims(c)
@@ -891,17 +891,28 @@ class _Tick:
         transaction.on_commit(tell)
 
 
+@dataclass(slots=True)
 class _Pending:
     """A pending workload as the tick needs it: a plain row, not a model instance (thousands
     of them each tick). ``bulk_set`` writes its fields back."""
 
-    __slots__ = ("pk", "name", "budget_id", "gpus", "min_runtime", "resumable", "submitted",
-                 "expected_duration", "state", "queue_position", "queue_reason", "last_wait",
-                 "finished", "exit_code")
+    pk: int
+    name: str
+    budget_id: int
+    gpus: int
+    min_runtime: int
+    resumable: bool
+    submitted: datetime
+    expected_duration: int | None
+    state: str
+    queue_position: int | None
+    queue_reason: str
+    last_wait: dict | None
+    finished: datetime | None
+    exit_code: int | None
 
-    def __init__(self, *values):
-        for name, value in zip(self.__slots__, values, strict=True):
-            setattr(self, name, value)
+
+_PENDING_FIELDS = [f.name for f in fields(_Pending)]
 
 
 def stored_wait(last_wait: dict | None, reason: str) -> Wait | None:
