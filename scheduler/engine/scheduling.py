@@ -933,4 +933,3 @@ def clock(t: float) -> str:
         day, rest = divmod(int(t), 86400)
         return f"day {day} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
-
