@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from itertools import compress, repeat
 from operator import attrgetter, is_not, mul
 
@@ -265,6 +265,17 @@ class Floor:
 
     def free_on(self, hosts: Iterable[str]) -> int:
         return sum(len(self.free[h]) for h in hosts)
+
+
+def may_fit(gpus: int, hosts: list[Host], used: Mapping[str, Collection[int]]) -> bool:
+    """Whether ``place`` could find ``gpus`` GPUs with ``used`` taken on each host, as far as
+    free GPUs tell (no reservation counted): a host with that many free, or whole free hosts
+    enough for work larger than any host. GPUs scattered over hosts are no room."""
+    largest = max((h.gpus for h in hosts), default=0)
+    room = [(h.gpus, h.gpus - len(used[h.name])) for h in hosts if h.state == HostState.AVAILABLE]
+    if gpus <= largest:
+        return any(free >= gpus for _, free in room)
+    return sum(size for size, free in room if free == size) >= gpus
 
 
 def place(gpus: int, floor: Floor, ends: float = math.inf) -> Placement | None:

@@ -33,6 +33,12 @@ class Policy:
     quota: bool = False
     partitioned: bool = False
 
+    @property
+    def line(self) -> bool:
+        """A strict line in submission order: nothing starts ahead of its first workload that
+        cannot, and work that joins later stands behind it."""
+        return self.strict and self.order == "submission"
+
 
 FAIRSHARE = Policy(
     "fairshare", "Fair Tree ranking with preemption within the minimum-runtime contract "

@@ -141,9 +141,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
 
 def _kept_line(state: ClusterState, params: Params) -> bool:
     """Whether the pass walks a kept queue in strict submission order (``_Walk.run_line``)."""
-    policy = policy_of(params.policy)
-    return policy.strict and policy.order == "submission" and isinstance(state.pending,
-                                                                         PendingQueue)
+    return policy_of(params.policy).line and isinstance(state.pending, PendingQueue)
 
 
 def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:

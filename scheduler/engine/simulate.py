@@ -60,6 +60,7 @@ from .model import (
     Workload,
 )
 from .pending import PendingQueue
+from .placement import may_fit
 from .policies import PARTITION_POLICIES, POLICIES, policy_of, submission_order
 from .repairs import RepairFigure
 from .report import write_report
@@ -372,7 +373,7 @@ class Simulator:
         # one line in submission order (``fifo``): its head's place in that order; work that
         # joins behind it cannot start before it, so it leaves ``line_needs`` as it is
         policy = policy_of(self.params.policy)
-        self.one_line = policy.strict and policy.order == "submission" and not policy.partitioned
+        self.one_line = policy.line and not policy.partitioned
         self.line_head: tuple | None = None
         self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
         self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
@@ -390,7 +391,6 @@ class Simulator:
         self.pending_gpus: Counter[int] = Counter()
         self.pending_allocated = 0
         self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
-        self.largest_host = max((h.gpus for h in self.hosts), default=0)  # as ``Floor.largest``
         self.free_avail = sum(h.gpus for h in self.hosts)
         self.healthy_gpus = self.free_avail
         self.events: list[tuple] = []
@@ -797,22 +797,12 @@ class Simulator:
         if self.line_needs is not None:  # a strict line moves only when its head fits
             if self.free_avail < self.line_needs:
                 return False
-            return self.line_head is None or self._room_for(self.line_needs)
+            return self.line_head is None or may_fit(self.line_needs, self.hosts, self.used)
         if self.free_avail >= min(self.pending_gpus):
             return True
         if self.params.policy != "fairshare" or not self.pending_allocated:
             return False
         return self.unalloc_unsignalled > 0 or self._preemptible_allocated(now)
-
-    def _room_for(self, gpus: int) -> bool:
-        """Whether ``gpus`` GPUs could be placed now as far as free GPUs tell (the engine's
-        ``place`` decides): a host with that many free, or whole free hosts enough for work
-        larger than any host. GPUs scattered over hosts are no room for the head of a line."""
-        used, available = self.used, HostState.AVAILABLE
-        hosts = [(h.gpus, h.gpus - len(used[h.name])) for h in self.hosts if h.state == available]
-        if gpus <= self.largest_host:
-            return any(free >= gpus for _, free in hosts)
-        return sum(size for size, free in hosts if free == size) >= gpus
 
     def _pass(self, now: float) -> None:
         # passes at one instant while one could open room for the next, as the live loop runs

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine_builders import hosts, job, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.engine import Floor, HostState, Placement, place
+from scheduler.engine.placement import may_fit
 
 
 def floor_with(host_list, *runs):
@@ -72,3 +77,28 @@ def test_held_host_only_takes_work_that_ends_before_the_reservation():
     assert place(1, f) is None
     assert place(1, f, ends=2000.0) is None
     assert place(1, f, ends=900.0).hosts == ("h0",)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 8), min_size=1, max_size=6),  # GPUs used on each host
+    st.lists(st.booleans(), min_size=6, max_size=6),  # whether each host is available
+    st.sampled_from([1, 2, 3, 4, 8, 12, 16, 24]),
+)
+def test_may_fit_holds_wherever_place_finds_room(used_per_host, available, gpus):
+    """``may_fit`` is what drivers ask before a pass that could start a line's head: it may
+    say yes where ``place`` then finds nothing, never no where ``place`` finds room."""
+    cluster = [replace(h, state=HostState.AVAILABLE if up else HostState.DOWN)
+               for h, up in zip(hosts(len(used_per_host), groups=2), available, strict=False)]
+    busy = [run(job(f"x{i}", gpus=n), h.name, range(n))
+            for i, (h, n) in enumerate(zip(cluster, used_per_host, strict=True)) if n]
+    used = {h.name: set(range(n)) for h, n in zip(cluster, used_per_host, strict=True)}
+    if place(gpus, floor_with(cluster, *busy)) is not None:
+        assert may_fit(gpus, cluster, used)
+
+
+def test_gpus_scattered_over_hosts_are_no_room():
+    cluster = hosts(2)
+    used = {"h0": set(range(5)), "h1": set(range(5))}  # 6 free in all, 3 on each
+    assert not may_fit(4, cluster, used) and may_fit(3, cluster, used)
+    assert not may_fit(16, cluster, {"h0": set(), "h1": {0}})  # one host not whole
