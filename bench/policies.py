@@ -1,17 +1,16 @@
 """Benchmark (not a test): the named policies, timed.
 
     .venv/bin/python bench/policies.py [--skip-peer] [--skip-contended]
-        [--contended-limit 5000]
+        [--partitions-limit 5000]
 
 (a) The peer reference: ``partitions`` (each Philly VC on its own nodes, 2,816 GPUs) on
     Helios's window, Philly 2017-10-01 to 11-30, with strict FIFO and SJF inside, beside
     Helios's published figures (tests/engine/test_peer_reference.py checks them within 1%).
 (b) Contended: the whole philly_vc.csv on 44 x 8 = 352 GPUs, where average demand (374 GPUs)
-    is just above capacity: strict ``fifo`` (goal <= 10 s) on the whole trace;
-    ``fifo-backfill`` (goal <= 20 s) and ``partitions`` with every VC at 1/8 of its nodes
-    (44 nodes in all) on the first --contended-limit jobs (default 5,000; 0: the whole
-    trace, which they do not finish in minutes yet: notes/SIMULATION.md, "Strict FIFO under
-    contention").
+    is just above capacity: strict ``fifo`` (goal <= 10 s) and ``fifo-backfill`` (goal <= 20 s)
+    on the whole trace; ``partitions`` with every VC at 1/8 of its nodes (44 nodes in all) on
+    the first --partitions-limit jobs (default 5,000; 0: the whole trace, which it does not
+    finish in minutes yet: each partition's pass still walks its whole queue).
 
 One line per run: simulation wall seconds (trace reading excluded) and the figures.
 """
@@ -74,8 +73,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-contended", action="store_true")
-    ap.add_argument("--contended-limit", type=int, default=5000,
-                    help="first N jobs of the contended lines (0: the whole trace)")
+    ap.add_argument("--partitions-limit", type=int, default=5000,
+                    help="first N jobs of the contended partitions line (0: the whole trace)")
     a = ap.parse_args()
     if not a.skip_peer:
         start, end = PHILLY_OCT_NOV_2017
@@ -90,12 +89,12 @@ def main() -> None:
                   flush=True)
     if not a.skip_contended:
         shared = parse_cluster("44x8")
-        replay("contended 352 GPUs, all jobs: fifo", read_trace(PHILLY_TRACE), shared,
-               Params(policy="fifo"), CONTENDED_GOALS["fifo"])
-        trace = read_trace(PHILLY_TRACE, limit=a.contended_limit or None)
-        jobs = f"first {a.contended_limit}" if a.contended_limit else "all"
-        replay(f"contended 352 GPUs, {jobs} jobs: fifo-backfill", trace, shared,
-               Params(policy="fifo-backfill"), CONTENDED_GOALS["fifo-backfill"])
+        whole = read_trace(PHILLY_TRACE)
+        for policy in ("fifo", "fifo-backfill"):
+            replay(f"contended 352 GPUs, all jobs: {policy}", whole, shared,
+                   Params(policy=policy), CONTENDED_GOALS[policy])
+        trace = read_trace(PHILLY_TRACE, limit=a.partitions_limit or None)
+        jobs = f"first {a.partitions_limit}" if a.partitions_limit else "all"
         replay(f"contended 352 GPUs, {jobs} jobs: partitions/VC", trace, philly_at(8),
                Params(policy="partitions"))
 

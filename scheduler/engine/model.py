@@ -8,7 +8,8 @@ be preempted), ``placement`` (which GPUs), ``preemption`` (whom to displace) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -346,6 +347,25 @@ def materially_changed(before: Wait | None, after: Wait, now: float) -> bool:
 
 
 @dataclass(slots=True)
+class RestWaits:
+    """The waits of the waiting workloads a pass left out of ``Pass.waits`` (FIFO with backfill
+    on a kept queue, ``scheduling._Walk.run_sizes``). Nothing could happen to those, so each
+    has the wait of its size, kind and budget as the walk stood where it passed them in
+    submission order: the free GPUs and whether hosts were held after the last workload before
+    it that the walk looked at. Drivers ask for it when they need it, as a workload leaves the
+    queue: working it out for every workload in every pass is what would cost."""
+
+    order: Callable[[Workload], tuple]  # the walk's order (``policies.submission_order``)
+    marks: list[tuple]  # where the walk's standing changed, in that order
+    standings: list[tuple[int, bool]]  # (free GPUs, hosts held): before the first mark, after each
+    wait_as: Callable[[int, bool, str, int, bool], Wait]  # (size, unallocated, budget, standing)
+
+    def of(self, w: Workload) -> Wait:
+        free, held = self.standings[bisect_right(self.marks, self.order(w))]
+        return self.wait_as(w.gpus, w.min_runtime <= 0, w.budget, free, held)
+
+
+@dataclass(slots=True)
 class Pass:
     decisions: list[Decision] = field(default_factory=list)
     waits: dict[str, Wait] = field(default_factory=dict)  # why each waiting workload waits
@@ -370,6 +390,9 @@ class Pass:
     # behind ``heads[0]``; ``waits`` lists only those new behind it, drivers keep one reason
     # for the whole line
     behind: Wait | None = None
+    # FIFO with backfill walked on a kept queue: ``waits`` lists only the workloads the walk
+    # looked at, every other waiting workload has ``rest.of(workload)``
+    rest: RestWaits | None = None
 
     @property
     def order(self) -> list[str]:

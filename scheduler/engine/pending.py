@@ -12,12 +12,15 @@ that the rest of a leaf can neither start, preempt nor hold: the expected spans 
 by size, and which of its workloads joined since the last pass.
 
 Under strict submission order (``fifo``) the queue is read lazily in that order
-(``by_submission``), so a pass over a long line costs its starts, not the line.
+(``by_submission``), so a pass over a long line costs its starts, not the line. Under FIFO with
+backfill (``fifo-backfill``) it is read per size, each size in submission order (``by_size``):
+what may happen to a waiting workload there depends only on its size and its span.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+import math
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 from heapq import merge
 
@@ -29,9 +32,12 @@ _Positions = dict[str, int] | None  # a standing's Fair Tree positions (None: no
 
 
 def span(w: Workload) -> float:
-    """How long allocated work is in the way once started: its expected duration, else its
-    minimum runtime (it is preemptible from then on)."""
-    return w.duration if w.duration is not None else w.min_runtime
+    """How long work is in the way once started, for a policy that preempts none of it: its
+    expected duration, else its minimum runtime (it is preemptible from then on), else for
+    ever."""
+    if w.duration is not None:
+        return w.duration
+    return w.min_runtime if w.min_runtime > 0 else math.inf
 
 
 class PendingQueue:
@@ -39,12 +45,16 @@ class PendingQueue:
     and ranked by ``ranked``. A driver keeps one across passes and tells it what joined and
     what left; ``schedule`` also accepts a plain list and ranks it once."""
 
-    __slots__ = ("_by_id", "_line", "_leaves", "_unallocated", "_leaf_order", "_spans", "_joined",
-                 "taken")
+    __slots__ = ("_by_id", "_line", "_sizes", "_size_spans", "_leaves", "_unallocated",
+                 "_leaf_order", "_spans", "_joined", "taken")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_id: dict[str, Workload] = {}
-        self._line: list[Workload] = []  # all of it in submission order, for strict lines
+        # all of it in submission order, kept from the first ``by_submission`` on (strict lines)
+        self._line: list[Workload] | None = None
+        # size -> its work in submission order, kept from the first ``by_size`` on
+        self._sizes: dict[int, list[Workload]] | None = None
+        self._size_spans: dict[int, list[float]] = {}  # the ``span`` of each, in the same order
         self._leaves: dict[str, list[Workload]] = {}  # allocated work of each leaf, in order
         self._unallocated: list[Workload] = []
         # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
@@ -57,7 +67,6 @@ class PendingQueue:
         # sorted one insertion at a time)
         for w in workloads:
             self._by_id[w.id] = w
-            self._line.append(w)
             if w.min_runtime > 0:
                 self._leaves.setdefault(w.budget, []).append(w)
                 self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []).append(span(w))
@@ -65,7 +74,7 @@ class PendingQueue:
             else:
                 self._unallocated.append(w)
                 self._joined.setdefault(None, {})[w.id] = w
-        for line in (self._line, self._unallocated, *self._leaves.values()):
+        for line in (self._unallocated, *self._leaves.values()):
             line.sort(key=submission_order)
         for sizes in self._spans.values():
             for spans in sizes.values():
@@ -73,7 +82,13 @@ class PendingQueue:
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w
-        insort(self._line, w, key=submission_order)
+        if self._line is not None:
+            insort(self._line, w, key=submission_order)
+        if self._sizes is not None:
+            line = self._sizes.setdefault(w.gpus, [])
+            at = bisect_right(line, submission_order(w), key=submission_order)
+            line.insert(at, w)
+            self._size_spans.setdefault(w.gpus, []).insert(at, span(w))
         if w.min_runtime > 0:
             insort(self._leaves.setdefault(w.budget, []), w, key=submission_order)
             insort(self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []), span(w))
@@ -85,7 +100,14 @@ class PendingQueue:
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
         line = self._line
-        del line[bisect_left(line, submission_order(w), key=submission_order)]
+        if line is not None:
+            del line[bisect_left(line, submission_order(w), key=submission_order)]
+        if self._sizes is not None:
+            line = self._sizes[w.gpus]
+            at = bisect_left(line, submission_order(w), key=submission_order)
+            del line[at], self._size_spans[w.gpus][at]
+            if not line:
+                del self._sizes[w.gpus], self._size_spans[w.gpus]
         if w.min_runtime > 0:
             line = self._leaves[w.budget]
             del line[bisect_left(line, submission_order(w), key=submission_order)]
@@ -137,7 +159,23 @@ class PendingQueue:
     def by_submission(self) -> Iterator[Workload]:
         """The queue in submission order (``policies.submission_order``), lazily: a strict line
         reads it only up to its first workload that cannot start."""
+        if self._line is None:
+            self._line = sorted(self._by_id.values(), key=submission_order)
         return iter(self._line)
+
+    def by_size(self) -> dict[int, list[Workload]]:
+        """The queue per size (GPUs asked), each in submission order: the queue's own lists.
+        Kept from the first call on (a policy that never asks pays nothing for it)."""
+        if self._sizes is None:
+            self._sizes = {}
+            for w in sorted(self._by_id.values(), key=submission_order):
+                self._sizes.setdefault(w.gpus, []).append(w)
+                self._size_spans.setdefault(w.gpus, []).append(span(w))
+        return self._sizes
+
+    def spans_of_size(self, gpus: int) -> list[float]:
+        """The ``span`` of each workload of ``by_size()[gpus]``, in the same order."""
+        return self._size_spans[gpus]
 
     def ranked(self, standing: Standing | None) -> list[Workload]:
         """The queue in the order a fair-share pass walks it: exactly

@@ -39,6 +39,14 @@ class Policy:
         cannot, and work that joins later stands behind it."""
         return self.strict and self.order == "submission"
 
+    @property
+    def backfill_line(self) -> bool:
+        """Submission order with a reservation and backfill, nothing preempted nor counted
+        against a quota: what may happen to a waiting workload depends only on its size and its
+        span, so a pass may read the queue per size."""
+        return (self.order == "submission" and not self.strict and not self.preempts
+                and not self.quota and not self.partitioned)
+
 
 FAIRSHARE = Policy(
     "fairshare", "Fair Tree ranking with preemption within the minimum-runtime contract "

@@ -28,7 +28,8 @@ import math
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
-from operator import attrgetter
+from itertools import compress, count, islice, repeat
+from operator import add, attrgetter, le
 
 from .fairshare import Standing, percent, ratio
 from .model import (
@@ -43,6 +44,7 @@ from .model import (
     Pass,
     Placement,
     Preempt,
+    RestWaits,
     Run,
     Start,
     Stop,
@@ -50,7 +52,7 @@ from .model import (
     Workload,
 )
 from .partitions import Partitioning, merge
-from .pending import PendingQueue
+from .pending import PendingQueue, span
 from .placement import Floor, FloorPlan, choose_hosts, place
 from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order, submission_order
 from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
@@ -74,7 +76,8 @@ class EngineMemo:
     Optional: without it every pass reads everything and gives every waiting workload a wait.
     """
 
-    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached")
+    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached",
+                 "release_times")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
@@ -85,6 +88,9 @@ class EngineMemo:
         self.taken = 0
         self.tails: dict[str, _Tail] = {}  # leaf -> the rest of its line the last pass left out
         self.reached: list[str] = []  # the workloads a strict line's last pass reached
+        # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
+        # each GPU of those runs is expected free): ``_Walk._release_times``
+        self.release_times: dict[str, tuple] = {}
 
     def follows(self, queue: PendingQueue) -> bool:
         """Whether the last pass walked ``queue`` and took its joined work last: what it left
@@ -101,7 +107,8 @@ class EngineMemo:
 
 
 def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
-    if policy_of(params.policy).partitioned:
+    policy = policy_of(params.policy)
+    if policy.partitioned:
         return _schedule_partitions(state, tree, params)
     memo = state.memo if isinstance(state.memo, EngineMemo) else None
     plan = memo.plan if memo is not None else FloorPlan()
@@ -110,7 +117,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out = Pass()
     stopped = _end_grace(state, params, plan, floor, out)
     _drain(state, plan, floor, stopped, out)
-    walk = _Walk(state, tree, params, None, floor, stopped, out)
+    walk = _Walk(state, tree, params, None, floor, stopped, out,
+                 memo.release_times if memo is not None else None)
     walk.take_claims(state.claims)
     if params.policy == "fairshare":
         queue = state.pending
@@ -127,21 +135,18 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         if memo is not None:
             memo.walked(queue)
             memo.tails = tails
-    elif _kept_line(state, params) and memo is not None:
+    elif memo is not None and isinstance(state.pending, PendingQueue) and policy.line:
         walk.run_line(state.pending, memo)
+    elif memo is not None and isinstance(state.pending, PendingQueue) and policy.backfill_line:
+        walk.run_sizes(state.pending)
     else:
-        order = queue_order(state.pending, policy_of(params.policy))
+        order = queue_order(state.pending, policy)
         out.order = list(map(_id_of, order))
         walk.run(order)
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.share_blocked = sorted(walk.share_blocked)
     return out
-
-
-def _kept_line(state: ClusterState, params: Params) -> bool:
-    """Whether the pass walks a kept queue in strict submission order (``_Walk.run_line``)."""
-    return policy_of(params.policy).line and isinstance(state.pending, PendingQueue)
 
 
 def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
@@ -276,6 +281,7 @@ class _Walk:
         floor: Floor,
         stopped: set[int],
         out: Pass,
+        release_times: dict[str, tuple] | None = None,
     ):
         self.state = state
         self.tree = tree
@@ -287,12 +293,16 @@ class _Walk:
         self._rules: Rules | None = None
         self.floor = floor
         self.out = out
+        self.release_times = release_times  # ``EngineMemo.release_times``, when a driver keeps one
         self.holds_left = policy_of(params.policy).reservations
         self.holders: list[str] = []
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
         # leaf -> (size, end) of a request that found no victim set: larger, later ones skip
         self.cannot_preempt: dict[str, tuple[int, float]] = {}
         self.nohold = math.inf  # smallest size no hosts could be held for
+        # smallest size that found no room on held hosts in time for the reservation: there is one
+        # reservation, so every request out of the way by then sees the same hosts
+        self.nobackfill = math.inf
         self._free_seen = (-1, 0)
         self._room_seen = (-1, 0)
         self._until_seen = (-1, -math.inf)
@@ -407,6 +417,60 @@ class _Walk:
             waits.update((wid, behind) for wid in added if wid not in seen)
         waits.update((wid, behind) for wid in before if wid not in seen and wid in queue)
         self.out.rest_unchanged = True
+
+    def run_sizes(self, queue: PendingQueue) -> None:
+        """FIFO with backfill on a kept queue, read per size (``PendingQueue.by_size``). The walk
+        looks only at the workloads that may start or hold hosts where it reaches them, in
+        submission order across sizes, and leaves every other one the wait it would have got
+        there (``Pass.rest``): what a walk of the whole queue gives each.
+
+        What a size may do only narrows as the walk goes on, so a size passed over stays passed
+        over: fits only shrink, held hosts only fill up, and a reservation made after one failed
+        for a size holds fewer GPUs than that size (one that failed cannot be made on the hosts
+        that could take it: a larger one fails too), so it opens nothing to it."""
+        lines = queue.by_size()
+        spans = {g: queue.spans_of_size(g) for g in lines}
+        at = dict.fromkeys(lines, 0)  # per size, the first workload the walk has not passed
+        reached = self.out.order
+        marks: list[tuple] = []
+        standings = [(self._open_free(), bool(self.holders))]
+        while True:
+            first = None
+            fits = self.nofit if self.holds_left <= 0 else max(self.nofit, self.nohold)
+            held = bool(self.floor.held)
+            for g, line in lines.items():
+                i = at[g]
+                if i >= len(line):
+                    continue
+                if g >= fits:  # it may neither fit nor hold hosts: it may only backfill
+                    i = self._backfill(g, line, spans[g], i) if held else None
+                    at[g] = len(line) if i is None else i
+                    if i is None:
+                        continue
+                key = submission_order(line[i])
+                if first is None or key < first[0]:
+                    first = (key, g)
+            if first is None:
+                break
+            key, g = first
+            w = lines[g][at[g]]
+            at[g] += 1
+            reached.append(w.id)
+            self.consider(w)
+            standing = (self._open_free(), bool(self.holders))
+            if standing != standings[-1]:
+                marks.append(key)
+                standings.append(standing)
+        self.out.rest = RestWaits(submission_order, marks, standings, self._wait_as)
+
+    def _backfill(self, g: int, line: list[Workload], spans: list[float], i: int) -> int | None:
+        """Where, from ``i`` on, the first workload of size ``g`` is that may backfill the held
+        hosts (``_settled`` would give it no wait), or None; ``spans``: theirs (``span``)."""
+        if g > self._held_room() or g >= self.nobackfill:
+            return None
+        # the first out of the way in time (``_ends``, compared as it compares), searched in C
+        ends = map(add, repeat(self.now), islice(spans, i, None))
+        return next(compress(count(i), map(le, ends, repeat(self._held_until()))), None)
 
     def run_leaves(
         self,
@@ -643,11 +707,7 @@ class _Walk:
         """When ``w`` would be out of the way of a reservation if started now."""
         if w.min_runtime <= 0 and self.policy == "fairshare":
             return self.now  # the holder may preempt unallocated work whenever it likes
-        if w.duration is not None:
-            return self.now + w.duration
-        if w.min_runtime > 0:
-            return self.now + w.min_runtime  # preemptible from then on
-        return math.inf
+        return self.now + span(w)
 
     def _fit(self, w: Workload):
         g = w.gpus
@@ -659,7 +719,10 @@ class _Walk:
         if self.floor.held and g <= self._held_room():
             ends = self._ends(w)
             if ends <= self._held_until():
-                return place(g, self.floor, ends)  # backfill
+                placement = place(g, self.floor, ends)  # backfill
+                if placement is None:
+                    self.nobackfill = min(self.nobackfill, g)
+                return placement
         return None
 
     def _held_until(self) -> float:
@@ -791,29 +854,95 @@ class _Walk:
 
     def _free_at(self, run: Run, holder: Workload) -> tuple[float, bool]:
         """When ``run`` is expected to be out of the way of ``holder``, and whether that is
-        known (an expected duration, or work the holder may preempt) or only its protection."""
+        known (an expected duration, or work the holder may preempt) or only its protection:
+        at the earliest now (``_expected_free``, which may be past)."""
+        t, known = self._expected_free(run, holder)
+        return max(self.now, t), known
+
+    def _expected_free(self, run: Run, holder: Workload) -> tuple[float, bool]:
         if run.workload.min_runtime <= 0 and holder.min_runtime > 0 and self.policy == "fairshare":
-            return self.now, True
+            return -math.inf, True  # the holder may preempt it: free now, whenever now is
         d = run.workload.duration
         if d is not None:
-            return max(self.now, run.started + d), True
-        return max(self.now, run.protected_until), False
+            return run.started + d, True
+        return run.protected_until, False
+
+    def _ready(self, host: str, holder: Workload, k: int) -> tuple[float, bool] | None:
+        """When the ``k``-th GPU of ``host`` to be free for ``holder`` is expected free
+        (``_free_at``; from 0, -1 the last), or None when fewer GPUs of it may be. What the runs
+        on it give is kept across passes while they stay the same (a driver's ``EngineMemo``):
+        it does not depend on when the pass is, but for runs expected free already, free now."""
+        floor, now = self.floor, self.now
+        releasing, started = floor.releasing[host], self.started.get(host, ())
+        kept = self.release_times
+        if kept is None or releasing or started:
+            t = [(now, True)] * len(floor.free[host])
+            t += [(now + self.params.grace, True)] * len(releasing)  # signalled runs leave by then
+            for run, idx in (*floor.runs[host], *started):
+                t.extend([self._free_at(run, holder)] * len(idx))
+            t.sort()
+            return t[k] if -len(t) <= k < len(t) else None
+        runs = floor.runs[host]
+        preempts = holder.min_runtime > 0 and self.policy == "fairshare"
+        memo = kept.get(host)
+        if memo is None or memo[0] is not runs or memo[1] != preempts:
+            times = []
+            for run, idx in runs:
+                times.extend([self._expected_free(run, holder)] * len(idx))
+            times.sort()
+            memo = kept[host] = (runs, preempts, times)
+        times = memo[2]
+        # sorted, the list is the free GPUs and the runs' GPUs expected free already, all at
+        # now (those not known to be first), then the runs' other GPUs as kept
+        free = len(floor.free[host])
+        n = free + len(times)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            return None
+        due = bisect_right(times, (now, True))
+        if k >= free + due:
+            return times[k - free]
+        unknown = sum(not known for _, known in times[:due]) if due else 0
+        return now, k >= unknown
+
+    def _readiness(self, hosts: list[str], holder: Workload, k: int) -> dict[str, tuple]:
+        """``_ready`` of each of ``hosts`` that has a ``k``-th GPU for ``holder``. A host whose
+        runs are as kept and whose ``k``-th GPU is still busy now is answered from what is kept
+        without a call: a reservation asks every host in every pass."""
+        kept = self.release_times
+        if kept is None:
+            out = {}
+            for h in hosts:
+                at = self._ready(h, holder, k)
+                if at is not None:
+                    out[h] = at
+            return out
+        floor, now, started = self.floor, self.now, self.started
+        runs, releasing, free = floor.runs, floor.releasing, floor.free
+        preempts = holder.min_runtime > 0 and self.policy == "fairshare"
+        out = {}
+        for h in hosts:
+            memo = kept.get(h)
+            if memo is not None and memo[0] is runs[h] and memo[1] == preempts and not (
+                releasing.get(h) or h in started
+            ):
+                times = memo[2]
+                j = (k if k >= 0 else k + len(free[h]) + len(times)) - len(free[h])
+                if 0 <= j < len(times) and times[j][0] > now:
+                    out[h] = times[j]
+                    continue
+            at = self._ready(h, holder, k)
+            if at is not None:
+                out[h] = at
+        return out
 
     def _hold(self, w: Workload) -> None:
         floor, g = self.floor, w.gpus
-        times: dict[str, list[tuple[float, bool]]] = {}
-        grace_end = self.now + self.params.grace  # at the latest; signalled runs leave by then
-        for host, size in floor.size.items():
-            if host in floor.held or size < min(g, floor.largest):
-                continue
-            t = [(self.now, True)] * len(floor.free[host])
-            t += [(grace_end, True)] * len(floor.releasing[host])
-            for run, idx in (*floor.runs[host], *self.started.get(host, ())):
-                t.extend([self._free_at(run, w)] * len(idx))
-            t.sort()
-            times[host] = t
+        candidates = [h for h, size in floor.size.items()
+                      if h not in floor.held and size >= min(g, floor.largest)]
         if g <= floor.largest:
-            ready = {h: t[g - 1] for h, t in times.items() if len(t) >= g}
+            ready = self._readiness(candidates, w, g - 1)
             if not ready:
                 self.nohold = g
                 self._wait(w, self._why(w))
@@ -821,7 +950,8 @@ class _Walk:
             host = min(ready, key=lambda h: (ready[h], h))
             hosts, (until, known) = [host], ready[host]
         else:
-            ready = {h: t[-1] if t else (self.now, True) for h, t in times.items()}
+            ready = self._readiness(candidates, w, -1)
+            ready.update((h, (self.now, True)) for h in candidates if h not in ready)
             cost = {h: (v[0],) for h, v in ready.items()}
             chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,
                                   floor.group, cost)
@@ -879,18 +1009,21 @@ class _Walk:
         """The wait of every workload of this size, kind and budget that nothing else explains."""
         # the reason depends only on the size, allocated or not, the budget (its label), the
         # free GPUs and whether hosts are held (holders[0] never changes once set)
-        free = self._open_free()
-        key = (g, unallocated, budget, free, bool(self.holders))
+        return self._wait_as(g, unallocated, budget, self._open_free(), bool(self.holders))
+
+    def _wait_as(self, g: int, unallocated: bool, budget: str, free: int, held: bool) -> Wait:
+        """``_shared_why`` where the walk had ``free`` GPUs open and hosts ``held`` or not."""
+        key = (g, unallocated, budget, free, held)
         wait = self._whys.get(key)
         if wait is None:
-            wait = self._whys[key] = self._format_why(g, unallocated, budget, free)
+            wait = self._whys[key] = self._format_why(g, unallocated, budget, free, held)
         return wait
 
     def _shape(self, g: int) -> str:
         needs = f"needs {quantity(g, 'GPU')}"
         return needs if g <= self.floor.largest else f"{needs} on whole hosts"
 
-    def _format_why(self, g: int, unallocated: bool, budget: str, free: int) -> Wait:
+    def _format_why(self, g: int, unallocated: bool, budget: str, free: int, held: bool) -> Wait:
         shape = self._shape(g)
         if unallocated:
             why, blocker = f"unallocated: {shape}, {free} idle", "unallocated"
@@ -903,7 +1036,7 @@ class _Walk:
         else:
             why, blocker = f"{shape}, {free} free ({self.policy}: no preemption)", "no preemption"
         hosts: tuple[str, ...] = ()
-        if self.holders:
+        if held:
             why += f"; hosts held for {self.holders[0]}"
             hosts = tuple(sorted(self.floor.held))
         return Wait(why, blocker, hosts, None)

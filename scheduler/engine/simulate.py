@@ -33,7 +33,7 @@ import sys
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -54,6 +54,7 @@ from .model import (
     Params,
     Placement,
     Preempt,
+    RestWaits,
     Run,
     Start,
     Stop,
@@ -388,6 +389,12 @@ class Simulator:
         # line's, as of the last pass, given to each when it leaves the line
         self.in_line: set[str] = set()
         self.line_reason = ""
+        # FIFO with backfill (``Pass.rest``): the last pass's waits of the workloads it left out
+        # of its ``waits``, given to each when it leaves the queue; ``explained``: those it gave
+        # a wait of their own; ``joined``: work that joined the queue since
+        self.rest: RestWaits | None = None
+        self.explained: set[str] = set()
+        self.joined: set[str] = set()
         self.pending_gpus: Counter[int] = Counter()
         self.pending_allocated = 0
         self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
@@ -443,6 +450,7 @@ class Simulator:
     # ---------------------------------------------------------------- bookkeeping
     def _enqueue(self, w: Workload, now: float) -> None:
         self.pending.add(w)
+        self.joined.add(w.id)
         if self.line_head is None or submission_order(w) < self.line_head:
             self.line_needs = None
         self.pending_gpus[w.gpus] += 1
@@ -814,6 +822,9 @@ class Simulator:
             self.held_hosts = tuple(h for d in result.decisions if isinstance(d, Hold)
                                     for h in d.hosts)
             self.passes += 1
+            if self.rest is not None:  # the last pass's waits of what starts now
+                self._resolve(d.workload for d in result.decisions if isinstance(d, Start))
+            self.joined.clear()
             # before the decisions: work they requeue is new to the line
             self.line_needs = min((w.gpus for w in result.heads), default=None)
             self.line_head = (submission_order(result.heads[0])
@@ -836,6 +847,8 @@ class Simulator:
                     self._to_repair(host.name, now)
                 elif isinstance(d, Hold):
                     self.holds += 1
+            self.rest = result.rest
+            self.explained = set(result.waits) if result.rest is not None else set()
             behind = result.behind
             if behind is not None:
                 self.line_reason = behind.reason
@@ -856,6 +869,14 @@ class Simulator:
             nxt = next_event(self._state(now, usage=False), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
+
+    def _resolve(self, workloads: Iterable[Workload]) -> None:
+        """Give each waiting workload the last pass left out of its ``waits`` the wait that pass
+        had for it (``Pass.rest``)."""
+        rest, explained, joined = self.rest, self.explained, self.joined
+        for w in workloads:
+            if w.id not in explained and w.id not in joined:
+                self.jobs[w.id].reason = rest.of(w).reason
 
     def _count_idle(self, seconds: float) -> None:
         """Charge ``seconds`` of the idle GPUs of available hosts to their cause, while
@@ -1107,6 +1128,8 @@ class SimResult:
             rec.state = "running"
         for wid in sim.in_line:
             sim.jobs[wid].reason = sim.line_reason
+        if sim.rest is not None:
+            sim._resolve(sim.pending)
         for w in sim.pending:
             rec = sim.jobs[w.id]
             rec.wait_s += max(0.0, end - rec.queued_since)

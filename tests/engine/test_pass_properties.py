@@ -354,12 +354,22 @@ def strict(case):
     return state, tree, replace(params, policy="fifo")
 
 
+def backfill(case):
+    """The same case under FIFO with backfill: a reservation, and a long queue around it."""
+    from dataclasses import replace
+
+    state, tree, params = case
+    return state, tree, replace(params, policy="fifo-backfill")
+
+
 @SETTINGS
-@given(st.one_of(scenarios(), contended(), contended().map(strict)), st.data())
+@given(st.one_of(scenarios(), contended(), contended().map(strict), contended().map(backfill),
+                 scenarios().map(backfill)), st.data())
 def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_wait(case, data):
     """A driver keeping its queue and memo across passes, and keeping the wait of whatever a
     pass leaves out, shows every waiting workload the wait a pass on a plain list gives it
-    (which leaves nothing out), while work joins and leaves and time moves between passes."""
+    (which leaves nothing out), while work joins and leaves and time moves between passes.
+    Under FIFO with backfill the pass names the others' waits by size (``Pass.rest``)."""
     from dataclasses import replace
 
     from scheduler.engine.pending import PendingQueue
@@ -372,9 +382,14 @@ def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_
         kept = schedule(replace(state, pending=queue, memo=memo), tree, params)
         full = schedule(replace(state, pending=list(queue)), tree, params)
         assert _summary(kept)[0] == _summary(full)[0]
-        # a strict line is read up to its head
-        assert kept.order == full.order[:len(kept.order)]
-        assert kept.behind is not None or kept.order == full.order
+        if kept.rest is None:
+            # a strict line is read up to its head
+            assert kept.order == full.order[:len(kept.order)]
+            assert kept.behind is not None or kept.order == full.order
+        else:  # the walk per size looks at some of the queue, in its order
+            order = iter(full.order)
+            assert all(wid in order for wid in kept.order)
+            shown.update((w.id, kept.rest.of(w)) for w in queue if w.id not in kept.waits)
         for wid, wait in kept.waits.items():
             if wait is kept.behind:
                 line.add(wid)

@@ -70,3 +70,29 @@ def test_a_queue_built_at_once_is_the_queue_built_one_workload_at_a_time(ws, usa
     assert {leaf: at_once.spans(leaf) for leaf in leaves} == {
         leaf: one_by_one.spans(leaf) for leaf in leaves}
     assert at_once.take_joined() == one_by_one.take_joined()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(timed, max_size=40), st.integers(0, 40), st.integers(0, 40))
+def test_the_lines_per_size_and_in_submission_order_follow_joins_and_leaves(ws, asked, strict):
+    """The per-size lines (with each workload's span) and the submission line, first asked for
+    at some point of the queue's life and kept from then on, are what sorting what is pending
+    now gives."""
+    from scheduler.engine.pending import span
+    from scheduler.engine.policies import submission_order
+
+    queue, pending = PendingQueue(), {}
+    for at, w in enumerate(ws):
+        if w.id in pending:
+            queue.remove(pending.pop(w.id))
+        else:
+            queue.add(w)
+            pending[w.id] = w
+        if at >= asked:
+            line = sorted(pending.values(), key=submission_order)
+            sizes = {g: [v for v in line if v.gpus == g] for g in {v.gpus for v in line}}
+            assert queue.by_size() == sizes
+            assert {g: queue.spans_of_size(g) for g in sizes} == {
+                g: [span(v) for v in vs] for g, vs in sizes.items()}
+        if at >= strict:
+            assert list(queue.by_submission()) == sorted(pending.values(), key=submission_order)

@@ -185,3 +185,47 @@ def test_invariants_on_runs_and_jobs(scenario):
     # identical results for the same seed
     _, _, _, jtxt2, rtxt2 = run_and_read(cluster, shares, jobs, cfg)
     assert (jtxt, rtxt) == (jtxt2, rtxt2)
+
+
+def _records(result) -> tuple[list, list]:
+    jobs = [(r.job.job_id, r.state, r.reason, r.first_start, r.end_time, r.wait_s, r.preemptions)
+            for r in result.jobs]
+    runs = [(r.job_id, r.run, r.start, r.end, r.end_reason, r.hosts, r.slots)
+            for r in result.runs]
+    return jobs, runs
+
+
+def _read_whole_queue(jobs, shares, cluster, cfg):
+    """The same simulation with every pass walking the whole queue in submission order."""
+    import pytest
+
+    from scheduler.engine.policies import Policy
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Policy, "backfill_line", property(lambda policy: False))
+        return simulate(jobs, shares, cluster, cfg)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_fifo_backfill_read_per_size_replays_as_walking_the_whole_queue(scenario):
+    """Passes that look only at what may start or hold hosts, and name everyone else's wait by
+    size (``Pass.rest``, given to a job as it leaves the queue), give every job and run what
+    walking the whole queue in every pass gives: starts, ends, places and last reasons."""
+    from dataclasses import replace
+
+    cluster, shares, jobs, cfg = scenario
+    cfg = replace(cfg, params=replace(cfg.params, policy="fifo-backfill"))
+    assert _records(simulate(jobs, shares, cluster, cfg)) == _records(
+        _read_whole_queue(jobs, shares, cluster, cfg))
+
+
+def test_fifo_backfill_read_per_size_replays_the_contended_philly_trace_as_the_whole_queue():
+    from scheduler.engine.traces import PHILLY_TRACE, parse_cluster, read_trace
+
+    trace = read_trace(PHILLY_TRACE, limit=1500)
+    cluster, cfg = parse_cluster("44x8"), SimConfig(params=Params(policy="fifo-backfill"))
+    per_size = simulate(trace.jobs, trace.shares, cluster, cfg)
+    assert any(r.wait_s > 0 for r in per_size.jobs)  # contended: work waits, and hosts are held
+    assert _records(per_size) == _records(
+        _read_whole_queue(trace.jobs, trace.shares, cluster, cfg))
