@@ -71,9 +71,11 @@ class EngineMemo:
     """Driver-owned state reused across the passes of ONE cluster (``ClusterState.memo``).
 
     Holds the ``FloorPlan`` so that a pass updates its picture of hosts and runs by what
-    changed since the previous pass, and, for a driver that keeps its queue as a
-    ``PendingQueue``, the tails of leaves the last pass left out (``_Walk.run_leaves``).
-    Optional: without it every pass reads everything and gives every waiting workload a wait.
+    changed since the previous pass, when the runs on each host are expected free (for
+    reservations, ``_Walk._ready``), and, for a driver that keeps its queue as a
+    ``PendingQueue``, the tails of leaves the last pass left out (``_Walk.run_leaves``). Such a
+    driver also takes waits that a pass does not list one by one (``Pass.behind``,
+    ``Pass.rest``). Optional: without it every pass reads everything and lists every wait.
     """
 
     __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached",
