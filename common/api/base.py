@@ -3,6 +3,7 @@
 import copy
 
 from rest_framework.exceptions import ValidationError
+from rest_framework.serializers import BaseSerializer
 
 
 def _has_nul(value) -> bool:
@@ -25,14 +26,20 @@ class RejectNulMixin:
             raise ValidationError({"body": ["NUL characters are not allowed."]})
 
 
-class ModelFieldsBuiltOnce:
-    """For a ModelSerializer whose fields follow from its Meta alone: DRF works them out
-    from the model again for every instance, half the CPU of answering with a workload.
-    Here they are built once per class and copied, as DRF copies declared fields."""
+class FieldsBuiltOnce:
+    """For a serializer whose fields follow from its class alone: DRF builds them again for
+    every instance (a ModelSerializer from the model, any serializer by re-creating each
+    declared field from its arguments), most of the CPU of answering with a workload. Here
+    they are built once per class, and each instance gets copies. A plain field is copied
+    shallowly: it is never bound itself, and binding a copy only sets attributes on the
+    copy. A nested serializer is copied whole, as DRF does, since it holds fields of its own."""
 
     def get_fields(self):
         built = type(self).__dict__.get("_fields_built")
         if built is None:  # two threads building it at once build the same thing
             built = super().get_fields()
             type(self)._fields_built = built
-        return copy.deepcopy(built)
+        return {
+            name: copy.deepcopy(field) if isinstance(field, BaseSerializer) else copy.copy(field)
+            for name, field in built.items()
+        }

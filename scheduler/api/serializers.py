@@ -8,13 +8,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import BudgetNode
-from common.api.base import ModelFieldsBuiltOnce
+from common.api.base import FieldsBuiltOnce
 from fleet.models import Cluster, Host, HostEvent
 from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, Workload
 from scheduler.permissions import visible_workload_ids
 
 
-class WorkloadSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
+class WorkloadSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     budget = serializers.CharField(source="budget.path", read_only=True)
     cluster = serializers.CharField(source="cluster.name", read_only=True)
@@ -35,7 +35,7 @@ class PlacementSerializer(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.IntegerField(), help_text="GPU indices")
 
 
-class RunSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
+class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     placement = serializers.SerializerMethodField()
     end_reason = serializers.CharField(
         read_only=True, help_text="completed, failed, preempted, drained, host_failure or "
@@ -59,7 +59,7 @@ class RunSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
         return [{"host": host, "gpus": sorted(ix)} for host, ix in sorted(by_host.items())]
 
 
-class EventSerializer(ModelFieldsBuiltOnce, serializers.ModelSerializer):
+class EventSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     label = serializers.CharField(source="get_kind_display", read_only=True)
     run = serializers.SerializerMethodField()
 
@@ -92,7 +92,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         ).data
 
 
-class SubmitSerializer(serializers.Serializer):
+class SubmitSerializer(FieldsBuiltOnce, serializers.Serializer):
     """A workload to queue. Durations are in seconds."""
 
     name = serializers.CharField(max_length=100)
