@@ -6,11 +6,12 @@ so a plain digest is enough): whoever reads the database cannot use it. The toke
 shown once, when it is created. ``prefix`` lets its owner tell their tokens apart.
 """
 
+import functools
 import hashlib
 import secrets
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 
 TOKEN_PREFIX = "ts_"
@@ -28,6 +29,7 @@ class ApiTokenQuerySet(models.QuerySet):
         return token, key
 
     def active(self):
+        """Not expired (the same rule as ``active_token``)."""
         return self.filter(models.Q(expires=None) | models.Q(expires__gt=timezone.now()))
 
 
@@ -49,6 +51,60 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.prefix}… ({self.name}) of {self.user}"
+
+
+def active_token(token_digest: str) -> ApiToken | None:
+    """The active token with this digest, with its user, or None: what
+    ``ApiToken.objects.active().select_related("user").get(digest=...)`` reads, in a statement
+    written once. Every API request with a token asks, and composing that query cost the ORM
+    about six times the CPU of running it (0.6 ms against 0.1 ms)."""
+    sql, token_columns, user_columns = _active_token_sql()
+    expires = ApiToken._meta.get_field("expires")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [token_digest, expires.get_db_prep_value(timezone.now(), connection)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    token = _from_row(ApiToken, token_columns, row[:len(token_columns)])
+    token.user = _from_row(ApiToken.user.field.related_model, user_columns,
+                           row[len(token_columns):])
+    return token
+
+
+def _from_row(model, columns, values):
+    converted = []
+    for value, (field, converters) in zip(values, columns, strict=True):
+        for converter in converters:
+            value = converter(value, field.cached_col, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [field.attname for field, _ in columns], converted)
+
+
+@functools.cache
+def _active_token_sql():
+    """The statement of ``active_token`` and, for each column it reads (every field of the
+    token, then of its user), its field and the database's converters (SQLite keeps dates as
+    text and booleans as integers)."""
+    quote = connection.ops.quote_name
+    token, user = ApiToken._meta, ApiToken.user.field.related_model._meta
+
+    def columns(meta):
+        return [(field, connection.ops.get_db_converters(field.cached_col)
+                 + field.get_db_converters(connection)) for field in meta.concrete_fields]
+
+    token_columns, user_columns = columns(token), columns(user)
+    selected = [f"t.{quote(field.column)}" for field, _ in token_columns] + [
+        f"u.{quote(field.column)}" for field, _ in user_columns
+    ]
+    expires = quote(token.get_field("expires").column)
+    sql = (
+        f"SELECT {', '.join(selected)} FROM {quote(token.db_table)} t "
+        f"JOIN {quote(user.db_table)} u "
+        f"ON u.{quote(user.pk.column)} = t.{quote(token.get_field('user').column)} "
+        f"WHERE t.{quote(token.get_field('digest').column)} = %s "
+        f"AND (t.{expires} IS NULL OR t.{expires} > %s)"
+    )
+    return sql, token_columns, user_columns
 
 
 class UserSettings(models.Model):

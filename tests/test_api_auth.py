@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.models import ApiToken, digest
+from portal.models import ApiToken, active_token, digest
 
 
 def bearer(key):
@@ -52,6 +52,30 @@ def test_expired_token_and_inactive_user(org, token_for):
     org.lead.is_active = False
     org.lead.save()
     assert bearer(key).get("/api/workloads/").status_code == 401
+
+
+def test_the_written_token_lookup_reads_what_the_orm_reads(org, token_for):
+    # active_token is the hot path's hand-written ApiToken.objects.active(): the same rows,
+    # every field of the token and of its user, for every kind of expiry.
+    now = timezone.now()
+    keys = {token_for(org.pi): None, token_for(org.lead): now + timedelta(hours=1),
+            token_for(org.researcher): now - timedelta(seconds=1)}
+    for key, expires in keys.items():
+        ApiToken.objects.filter(digest=digest(key)).update(expires=expires, last_used=now)
+    org.lead.last_login = now
+    org.lead.save()
+    for key in [*keys, "ts_unknown"]:
+        found = active_token(digest(key))
+        expected = ApiToken.objects.active().select_related("user").filter(
+            digest=digest(key)).first()
+        if expected is None:
+            assert found is None
+            continue
+        for model_of, got, want in ((ApiToken, found, expected),
+                                    (type(expected.user), found.user, expected.user)):
+            for field in model_of._meta.concrete_fields:
+                assert getattr(got, field.attname) == getattr(want, field.attname), field.name
+        assert not found._state.adding and found.user.pk == found.user_id
 
 
 def test_token_page_creates_shows_once_and_revokes(org, client_for):

@@ -8,7 +8,7 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from portal.models import ApiToken, digest
+from portal.models import ApiToken, active_token, digest
 
 KEYWORDS = ("bearer", "token")
 # Failed tokens count like failed logins (django-axes, settings.AXES_*), with no username: an
@@ -48,12 +48,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             key = presented.decode()
         except UnicodeError:
             key = None
-        try:  # the digest is unique: get() skips the ordering first() would compose
-            token = key and ApiToken.objects.active().select_related("user").get(
-                digest=digest(key)
-            )
-        except ApiToken.DoesNotExist:
-            token = None
+        token = key and active_token(digest(key))
         if not token or not token.user.is_active:
             user_login_failed.send(
                 sender=type(self), credentials=TOKEN_CREDENTIALS, request=django_request
