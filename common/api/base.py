@@ -32,7 +32,9 @@ class FieldsBuiltOnce:
     declared field from its arguments), most of the CPU of answering with a workload. Here
     they are built once per class, and each instance gets copies. A plain field is copied
     shallowly: it is never bound itself, and binding a copy only sets attributes on the
-    copy. A nested serializer is copied whole, as DRF does, since it holds fields of its own."""
+    copy. A field that holds fields of its own (a nested serializer, a list or dict field's
+    child, a many-related field's child relation, each bound to its parent when created) is
+    copied whole, as DRF does."""
 
     def get_fields(self):
         built = type(self).__dict__.get("_fields_built")
@@ -40,6 +42,11 @@ class FieldsBuiltOnce:
             built = super().get_fields()
             type(self)._fields_built = built
         return {
-            name: copy.deepcopy(field) if isinstance(field, BaseSerializer) else copy.copy(field)
+            name: copy.deepcopy(field) if _holds_fields(field) else copy.copy(field)
             for name, field in built.items()
         }
+
+
+def _holds_fields(field) -> bool:
+    return isinstance(field, BaseSerializer) or hasattr(field, "child") or hasattr(
+        field, "child_relation")
