@@ -812,8 +812,10 @@ class _Walk:
 
     def _opening(self, ends: float) -> float:
         """The earliest reservation a requester out of the way by ``ends`` may still use: the
-        hosts open to it are exactly those held from then on or not held at all."""
-        return min((u for u in self.floor.held.values() if u >= ends), default=math.inf)
+        hosts open to it are exactly those held from then on or not held at all. A pass makes
+        one reservation, so every held host is held from the same moment."""
+        until = self._held_until()
+        return until if until >= ends else math.inf
 
     def _claim(self, w: Workload, victims: Victims) -> None:
         floor = self.floor
