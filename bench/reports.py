@@ -119,6 +119,8 @@ def child(args) -> int:
         "review quarter": f"/reports/review/{cluster}/?period=quarter",
         "review csv month": f"/reports/review/{cluster}/report.csv?period=month",
         "review trends week": f"/reports/review/{cluster}/trends/?period=week",
+        "review trends month": f"/reports/review/{cluster}/trends/?period=month",
+        "review trends quarter": f"/reports/review/{cluster}/trends/?period=quarter",
         "idle allocations": "/reports/idle/",
         "review cycles": "/budgets/reviews/",
         "review cycle": f"/budgets/reviews/{cycle.pk}/",
