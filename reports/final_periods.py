@@ -24,7 +24,11 @@ What a period's report depends on (``reports.accounting``, ``reports.review_repo
 A period is *final* once its end lies ``SETTLE`` before the last tick's sample and, for a
 cluster with telemetry, before its telemetry cursor: nothing the loop or the collection will
 write falls into it any more, and the settle time covers the late corrections and the
-samples' compaction. Its report is then a function of its bounds, the cluster (and when it
+samples' compaction. A period not final yet (the current one, the one before it for a week
+after its end) is split at the last midnight before that moment: its part up to there is
+final and kept like a period of its own, so a request computes only the days after it, and
+the two parts' reports are joined (every figure is a sum over time, or a mean weighted by
+time). Its report is then a function of its bounds, the cluster (and when it
 was created, before which nobody held shares), the tree's shape, the cluster's allocations
 and the definition of the figures; the key holds each of them:
 
@@ -59,7 +63,8 @@ from django.utils import timezone
 
 from fleet.models import Cluster, ValidationStamp
 from fleet.telemetry import SOURCES
-from reports.accounting import Busy, Tree
+from reports.accounting import HOUR, Busy, Tree, seconds
+from reports.forms import midnight
 from reports.review_report import Report, ReportRow, budget_reports
 from scheduler.models import OccupancySample, TelemetryCursor
 
@@ -93,15 +98,37 @@ def final_until(cluster) -> tuple[datetime | None, str | None]:
 
 def period_reports(cluster, periods: list[tuple[datetime, datetime]], tree: Tree,
                    now: datetime | None = None) -> list[Report]:
-    """`review_report.budget_reports` of ``periods``: the final ones from the cache when
-    they are there, the others computed together (and the final ones among them kept)."""
+    """`review_report.budget_reports` of ``periods`` (oldest first, none overlapping). The
+    final ones come from the cache when they are there. A period not final yet is split at
+    the last midnight of its final part: that part is kept like a final period, so only the
+    days after it are computed on every request, and the two parts' reports are joined."""
     now = now or timezone.now()
     until, stamp = final_until(cluster)
+    final = None if until is None or stamp is None else min(until, now)
+    split = None if final is None else _clock_hour(midnight(timezone.localdate(final)))
+    parts = [[(start, split), (split, end)] if split is not None and start < split < end
+             else [(start, end)] for start, end in periods]
+    reports = iter(_reports(cluster, [part for pair in parts for part in pair], tree, now,
+                            final, stamp))
+    return [next(reports) if len(pair) == 1 else _joined(cluster, next(reports), next(reports))
+            for pair in parts]
+
+
+def _clock_hour(moment: datetime) -> datetime:
+    """The clock hour ``moment`` falls in: parts split there add up exactly, the rollups
+    being hourly (a midnight is one in all but a few time zones)."""
+    return datetime.fromtimestamp(moment.timestamp() // HOUR * HOUR, UTC)
+
+
+def _reports(cluster, periods, tree: Tree, now: datetime, final: datetime | None,
+             stamp: str | None) -> list[Report]:
+    """The reports of ``periods``: those ending by ``final`` from the cache, the others
+    computed together (and the final ones among them kept)."""
     keys = {}
-    if until is not None and stamp is not None:
+    if final is not None:
         shape = _tree_shape(tree)
         keys = {index: _key(cluster, stamp, shape, start, end)
-                for index, (start, end) in enumerate(periods) if end <= min(until, now)}
+                for index, (start, end) in enumerate(periods) if end <= final}
     kept = _read(list(keys.values()))
     reports: list[Report | None] = [None] * len(periods)
     for index, key in keys.items():
@@ -116,6 +143,40 @@ def period_reports(cluster, periods: list[tuple[datetime, datetime]], tree: Tree
         _keep({keys[index]: _figures(report)
                for index, report in zip(missing, computed, strict=True) if index in keys})
     return reports
+
+
+def _joined(cluster, first: Report, then: Report) -> Report:
+    """The report of a period from those of its two parts, ``first`` and ``then`` after it.
+    Every figure is a sum over time (waits: the starts of each part) except the shares and
+    the fraction, means weighted by the time the cluster existed in each part."""
+    spans = [_existed_seconds(cluster, report) for report in (first, then)]
+    total = sum(spans)
+
+    def mean(a, b):
+        if a is None and b is None:
+            return None
+        return ((a or 0.0) * spans[0] + (b or 0.0) * spans[1]) / total if total else None
+
+    rows = [
+        ReportRow(
+            node=a.node, depth=a.depth, leaf=a.leaf, shares=mean(a.shares, b.shares),
+            fraction=mean(a.fraction, b.fraction) or 0.0,
+            entitlement_h=a.entitlement_h + b.entitlement_h,
+            delivered_h=a.delivered_h + b.delivered_h,
+            unallocated_h=a.unallocated_h + b.unallocated_h, demand_h=a.demand_h + b.demand_h,
+            waits=a.waits + b.waits, preemptions=a.preemptions + b.preemptions,
+            lost_h=a.lost_h + b.lost_h, busy=a.busy + b.busy,
+        )
+        for a, b in zip(first.rows, then.rows, strict=True)
+    ]
+    return Report(cluster, first.start, then.end, then.until, rows,
+                  first.capacity_h + then.capacity_h)
+
+
+def _existed_seconds(cluster, report: Report) -> float:
+    """The seconds of the report's elapsed part the cluster existed (as `budget_reports`
+    averages shares over)."""
+    return seconds(max(report.start, min(cluster.created, report.until)), report.until)
 
 
 def _tree_shape(tree: Tree) -> str:

@@ -1,7 +1,8 @@
 """Final periods' reports kept in the cache (reports.final_periods), on the hand-computed
 history of tests/fixtures_reports.py: the loop's last occupancy sample is Sun 9 March 2025,
 so with a settle time of 7 days the weeks ending by Sun 2 March are final and the two
-after it (24 Feb - 3 Mar, 3 - 10 Mar) are not."""
+after it (24 Feb - 3 Mar, 3 - 10 Mar) are not; the first of those is final but for its last
+day."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,7 @@ from django.urls import reverse
 from fixtures_reports import figures_of
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
-from reports import accounting, final_periods, trends
+from reports import accounting, final_periods, review_report, trends
 from scheduler import retention
 from scheduler.models import OccupancySample, TelemetryCursor, UsageRollup
 
@@ -31,6 +32,13 @@ def weeks(cluster, week):
 
 def delivered(history, week, node) -> list[float]:
     return [f.rows[node.pk].delivered_h for f in weeks(history.cluster, week)]
+
+
+def tick(history, at):
+    """The live loop's sample of a tick at ``at``: all is accounted for up to there."""
+    OccupancySample.objects.create(cluster=history.cluster, at=at, total=10, available=10,
+                                   allocated=0, unallocated=0, pending_workloads=0,
+                                   pending_gpus=0)
 
 
 def test_settle_time_outlasts_the_samples_compaction():
@@ -92,19 +100,36 @@ def test_a_period_is_kept_only_once_the_loop_has_passed_its_end_by_the_settle_ti
     def last_week():  # 24 Feb - 3 Mar
         return delivered(history, THIS_WEEK, history.proj_b1)[-2]
 
-    def charge(hour):
+    def charge(hour):  # on Sunday 2 March: its part after the last final midnight
         UsageRollup.objects.create(cluster=history.cluster, budget=history.proj_b1,
-                                   hour=day(2, 25) + timedelta(hours=hour), gpu_seconds=6 * 3600)
+                                   hour=day(3, 2) + timedelta(hours=hour), gpu_seconds=6 * 3600)
 
     before = last_week()
     charge(0)
     assert last_week() == pytest.approx(before + 6)  # not final: computed afresh
-    OccupancySample.objects.create(cluster=history.cluster, at=day(3, 10), total=10,
-                                   available=10, allocated=0, unallocated=0,
-                                   pending_workloads=0, pending_gpus=0)
+    tick(history, day(3, 10))
     assert last_week() == pytest.approx(before + 6)  # final now: kept
     charge(1)  # behind the loop's back
     assert last_week() == pytest.approx(before + 6)
+
+
+def test_a_period_not_final_yet_is_computed_only_after_its_last_final_midnight(history):
+    tick(history, day(3, 13) + timedelta(hours=12))  # final up to Thu 6 March 12:00
+    before = delivered(history, THIS_WEEK, history.proj_a2)[-1]
+    UsageRollup.objects.create(cluster=history.cluster, budget=history.proj_a2,
+                               hour=day(3, 5), gpu_seconds=6 * 3600)  # before that midnight
+    assert delivered(history, THIS_WEEK, history.proj_a2)[-1] == before
+    UsageRollup.objects.create(cluster=history.cluster, budget=history.proj_a2,
+                               hour=day(3, 6) + timedelta(hours=1), gpu_seconds=3 * 3600)
+    assert delivered(history, THIS_WEEK, history.proj_a2)[-1] == pytest.approx(before + 3)
+
+
+def test_a_period_joined_from_its_final_part_and_the_rest_is_its_report_computed_alone(
+        history):
+    tick(history, day(3, 13) + timedelta(hours=12))  # split at Thu 6 March 00:00
+    joined = weeks(history.cluster, THIS_WEEK)[-1].report
+    alone = review_report.budget_report(history.cluster, *THIS_WEEK, tree=accounting.Tree())
+    assert figures_of(joined) == pytest.approx(figures_of(alone))
 
 
 def test_an_allocation_change_renews_the_kept_figures(history):
@@ -140,9 +165,7 @@ def test_an_unreachable_cache_costs_speed_never_figures(history, settings):
 
 def test_a_period_in_progress_is_never_kept(history):
     now = day(3, 6) + timedelta(hours=15, minutes=30)
-    OccupancySample.objects.create(cluster=history.cluster, at=day(3, 31), total=10,
-                                   available=10, allocated=0, unallocated=0,
-                                   pending_workloads=0, pending_gpus=0)
+    tick(history, day(3, 31))
     in_progress = trends.period_over_period(history.cluster, *THIS_WEEK, "week",
                                             accounting.Tree(), now=now)[-1]
     finished = trends.period_over_period(history.cluster, *THIS_WEEK, "week",
