@@ -3,8 +3,8 @@
 The review trends page shows eight periods; all but the last are usually over, and their
 figures cannot change any more, yet computing them reads a year of hourly rollups, runs and
 queue stays. So each final period's report is computed once and kept (as Open XDMoD and
-Slurm's sreport keep aggregates of closed periods); periods not yet final are always
-computed.
+Slurm's sreport keep aggregates of closed periods); of a period not final yet, only its
+final part is.
 
 What a period's report depends on (``reports.accounting``, ``reports.review_report``):
 
@@ -24,13 +24,9 @@ What a period's report depends on (``reports.accounting``, ``reports.review_repo
 A period is *final* once its end lies ``SETTLE`` before the last tick's sample and, for a
 cluster with telemetry, before its telemetry cursor: nothing the loop or the collection will
 write falls into it any more, and the settle time covers the late corrections and the
-samples' compaction. A period not final yet (the current one, the one before it for a week
-after its end) is split at the last midnight before that moment: its part up to there is
-final and kept like a period of its own, so a request computes only the days after it, and
-the two parts' reports are joined (every figure is a sum over time, or a mean weighted by
-time). Its report is then a function of its bounds, the cluster (and when it
-was created, before which nobody held shares), the tree's shape, the cluster's allocations
-and the definition of the figures; the key holds each of them:
+samples' compaction. A final period's report is then a function of its bounds, the
+cluster (and when it was created, before which nobody held shares), the tree's shape, the
+cluster's allocations and the definition of the figures; the key holds each of them:
 
 * the tree's shape itself (every node's id, parent and path), hashed, as the report used it;
 * the cluster's validation stamp (``fleet.models.ValidationStamp``), which database triggers
@@ -43,6 +39,12 @@ and the definition of the figures; the key holds each of them:
 
 A kept report holds every node's row, whoever asked: each page then shows the rows its
 reader may see, as it does with a report just computed.
+
+A period not final yet (the current one; the one before it for a week after its end) is
+split at the last midnight before the moment periods are final up to: its part up to there
+is final and kept like a period of its own (under a new key each day), so a request computes
+only the days after it, and the two parts' reports are joined (every figure is a sum over
+time, or a mean weighted by time).
 
 The stamp is read before the figures, so figures kept under a stamp are never older than it
 (as the validation snapshot, ``scheduler.validation``). What no key can see (a backend that
@@ -106,12 +108,13 @@ def period_reports(cluster, periods: list[tuple[datetime, datetime]], tree: Tree
     until, stamp = final_until(cluster)
     final = None if until is None or stamp is None else min(until, now)
     split = None if final is None else _clock_hour(midnight(timezone.localdate(final)))
-    parts = [[(start, split), (split, end)] if split is not None and start < split < end
+    # the final part of a period not final yet (split <= final < end) apart from the rest
+    parts = [[(start, split), (split, end)] if final is not None and start < split and final < end
              else [(start, end)] for start, end in periods]
-    reports = iter(_reports(cluster, [part for pair in parts for part in pair], tree, now,
+    reports = iter(_reports(cluster, [piece for pieces in parts for piece in pieces], tree, now,
                             final, stamp))
-    return [next(reports) if len(pair) == 1 else _joined(cluster, next(reports), next(reports))
-            for pair in parts]
+    return [next(reports) if len(pieces) == 1
+            else _joined(cluster, next(reports), next(reports)) for pieces in parts]
 
 
 def _clock_hour(moment: datetime) -> datetime:
