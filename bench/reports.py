@@ -10,8 +10,12 @@ PostgreSQL (the production database) on the server of DATABASE_URL when it is a 
 URL, else postgres://postgres@127.0.0.1:5432, as database ``bench_reports_<pid>``; SQLite as a
 file under /tmp. ``--keep`` keeps them (named ``bench_reports_keep``) and reuses them on the
 next run, seeding only once. Every page (or only those named by ``--pages``) is requested
-``--n`` times after one warm-up request as the CEO (who sees every row) through Django's test
-client; one line per page.
+``--n`` + 1 times as the CEO (who sees every row) through Django's test client; one line per
+page: the first request apart, then p50 and p95 of the ``--n`` after it. The shared cache is
+emptied after one request has warmed the process up, so each page's first request is cold:
+the trends pages compute every period and keep the final ones (``reports.final_periods``;
+the seeded occupancy samples run up to now, as the live loop's do, so periods that ended a
+week before are final), which the following requests read.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ def child(args) -> int:
 
     django.setup()
     from django.contrib.auth.models import User
+    from django.core.cache import cache
     from django.core.management import call_command
     from django.db import connection
     from django.test import Client
@@ -119,6 +124,8 @@ def child(args) -> int:
         "review quarter": f"/reports/review/{cluster}/?period=quarter",
         "review csv month": f"/reports/review/{cluster}/report.csv?period=month",
         "review trends week": f"/reports/review/{cluster}/trends/?period=week",
+        "review trends month": f"/reports/review/{cluster}/trends/?period=month",
+        "review trends quarter": f"/reports/review/{cluster}/trends/?period=quarter",
         "idle allocations": "/reports/idle/",
         "review cycles": "/budgets/reviews/",
         "review cycle": f"/budgets/reviews/{cycle.pk}/",
@@ -127,12 +134,18 @@ def child(args) -> int:
     if unknown:
         print(f"no such page: {', '.join(sorted(unknown))}; pages: {', '.join(pages)}")
         return 1
+    timed = {name: url for name, url in pages.items() if not args.pages or name in args.pages}
+    # One request warms the process up (imports, templates, the connection); then the cache
+    # is emptied, so that each page's first request below is cold: nothing kept by this
+    # request nor by an earlier run (--keep reuses the database, and so its stamps).
+    client.get(next(iter(timed.values())), HTTP_HOST="localhost")
+    cache.clear()
     worst = 0.0
-    for name, url in pages.items():
-        if args.pages and name not in args.pages:
-            continue
+    for name, url in timed.items():
         headers = {"HTTP_HX_REQUEST": "true"} if "htmx" in name else {}
-        client.get(url, HTTP_HOST="localhost", **headers)  # warm-up
+        begin = time.perf_counter()
+        client.get(url, HTTP_HOST="localhost", **headers)
+        first = 1000 * (time.perf_counter() - begin)
         times = []
         for _ in range(args.n):
             with CaptureQueriesContext(connection) as queries:
@@ -143,12 +156,13 @@ def child(args) -> int:
         times.sort()
         p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
         worst = max(worst, p95)
-        print(f"{vendor:<10} {name:<20} p50 {statistics.median(times):6.0f} ms  "
-              f"p95 {p95:6.0f} ms  {len(queries):3d} queries", flush=True)
+        print(f"{vendor:<10} {name:<21} first {first:6.0f} ms, then p50 "
+              f"{statistics.median(times):6.0f} ms  p95 {p95:6.0f} ms  {len(queries):3d} queries",
+              flush=True)
     verdict = "met" if worst < 200 else "NOT met"
     which = "the pages timed" if args.pages else "every page"
     print(f"{vendor:<10} target p95 < 200 ms on {which}: {verdict} (worst {worst:.0f} ms, "
-          f"{args.n} requests per page)")
+          f"{args.n} requests per page after the first)")
     return 0
 
 

@@ -1,9 +1,10 @@
 """The scheduled review report. Every week (``settings.REVIEW_REPORT_DAY`` and
-``REVIEW_REPORT_HOUR``, by the beat) each budget manager who has not unsubscribed receives the
-review report of the calendar week just ended for the subtrees they manage, on every cluster
-where those have figures: one HTML mail with each cluster's table and top users, the CSV of
-each cluster attached (the very table the page's CSV button downloads), a link to each page,
-and an unsubscribe link to their preferences (``ReportSubscription``).
+``REVIEW_REPORT_HOUR``, by the beat) each budget manager and reviewer who has not unsubscribed
+receives the review report of the calendar week just ended for the subtrees they manage or
+review, on every cluster where those have figures: one HTML mail with each cluster's table
+and top users, the CSV of each cluster attached (the very table the page's CSV button
+downloads), a link to each page, and an unsubscribe link to their preferences
+(``ReportSubscription``).
 
 Sending is claimed per user and week (``ReportDelivery``, unique): two beat workers, or a
 retried task, never mail anyone twice.
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
@@ -42,9 +44,12 @@ def last_week(now: datetime) -> tuple[datetime, datetime]:
 
 
 def recipients():
-    """Active managers of some budget with an e-mail address who have not unsubscribed."""
+    """Active managers and reviewers of some budget with an e-mail address who have not
+    unsubscribed."""
     return (
-        get_user_model().objects.filter(managed_budgets__isnull=False, is_active=True)
+        get_user_model().objects
+        .filter(Q(managed_budgets__isnull=False) | Q(reviewed_budgets__isnull=False),
+                is_active=True)
         .exclude(email="").exclude(report_subscription__weekly_review=False)
         .distinct().order_by("pk")
     )
@@ -55,10 +60,11 @@ def _within(path: str, top: str) -> bool:
 
 
 def top_nodes(user, tree: Tree) -> list:
-    """The nodes the user manages that are not below another node they manage."""
-    managed = {node.path for node in user.managed_budgets.all()}
-    return [node for node in tree.nodes if node.path in managed
-            and not any(_within(node.path, other) for other in managed if other != node.path)]
+    """The nodes the user manages or reviews that are not below another such node."""
+    held = ({node.path for node in user.managed_budgets.all()}
+            | {node.path for node in user.reviewed_budgets.all()})
+    return [node for node in tree.nodes if node.path in held
+            and not any(_within(node.path, other) for other in held if other != node.path)]
 
 
 @dataclass
@@ -153,14 +159,15 @@ def claim(user, start: datetime) -> bool:
 
 
 def send_review_reports(now: datetime | None = None) -> int:
-    """Mail last week's review report to every subscribed manager; the number of mails sent."""
+    """Mail last week's review report to every subscribed manager and reviewer; the number of
+    mails sent."""
     now = now or timezone.now()
     start, end = last_week(now)
     tree = Tree()
     clusters = list(Cluster.objects.with_gpu_count())
     reports = _Reports(start, end, now, tree)
     sent = 0
-    for user in recipients().prefetch_related("managed_budgets"):
+    for user in recipients().prefetch_related("managed_budgets", "reviewed_budgets"):
         if ReportDelivery.objects.filter(user=user, period_start=start).exists():
             continue
         sections = sections_for(user, clusters, reports)

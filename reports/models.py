@@ -66,8 +66,8 @@ class WhatIf(models.Model):
 
 class ReportSubscription(models.Model):
     """A user's choice about the scheduled review report. No row: subscribed (every manager
-    gets the report of their subtree); the unsubscribe link leads to the page that writes
-    this row. The notification preferences of other messages live elsewhere."""
+    and reviewer gets the report of their subtree); the unsubscribe link leads to the page
+    that writes this row. The notification preferences of other messages live elsewhere."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                                 primary_key=True, related_name="report_subscription")

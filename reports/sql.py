@@ -3,7 +3,8 @@
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import Case, FloatField, Func, IntegerField, Value, When
+from django.db import connections
+from django.db.models import FloatField, Func, IntegerField, Value
 from django.db.models.functions import Cast, Floor, Trunc
 
 
@@ -30,6 +31,16 @@ class Epoch(Func):
         )
 
 
+def numeric_rows(queryset) -> list[tuple]:
+    """The rows of a ``values_list`` queryset whose columns are all numbers (ids, counts,
+    `Epoch` floats) as the driver gives them: Django's per-value converters would only turn
+    floats into floats, some 30 ms on the tens of thousands of queue stays of a year."""
+    sql, params = queryset.query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def moment(epoch: float | None) -> datetime | None:
     """An aware UTC datetime from an `Epoch` value."""
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
@@ -53,13 +64,19 @@ def bucket_start(value, kind: str) -> datetime:
     return value if isinstance(value, datetime) else moment(value * STEPS[kind])
 
 
-def period_index(field: str, periods: list[tuple[datetime, datetime]]):
-    """The index of the period of ``periods`` (half-open, none overlapping) that ``field``
-    falls in, for GROUP BY; NULL in none. A query of one period filters on it already: 0."""
-    if len(periods) == 1:
-        return Value(0, output_field=IntegerField())
-    return Case(
-        *(When(**{f"{field}__gte": a, f"{field}__lt": b}, then=Value(index))
-          for index, (a, b) in enumerate(periods)),
-        output_field=IntegerField(),
-    )
+def sums_by_period(queryset, field: str, periods: list[tuple[datetime, datetime]],
+                   group: str, **sums):
+    """Rows of (``group``, period index, *``sums``) of ``queryset``: the sums of each group
+    over the rows whose ``field`` falls in each period of ``periods`` (half-open, none
+    overlapping), in one query: one aggregate per period over its own index range, joined by
+    UNION ALL. Not one aggregate grouped by a CASE naming the period: SQLite evaluates the
+    CASE on every row and sorts all the rows of the span to group them, some 3x slower on
+    the hundreds of thousands of hourly rollups of eight months or quarters."""
+    def of(index, start, end):
+        return (queryset.filter(**{f"{field}__gte": start, f"{field}__lt": end})
+                .values(group).annotate(period=Value(index, output_field=IntegerField()),
+                                        **sums)
+                .values_list(group, "period", *sums).order_by())
+
+    parts = [of(index, start, end) for index, (start, end) in enumerate(periods)]
+    return parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]

@@ -21,8 +21,9 @@ from datetime import date, datetime, timedelta
 from django.utils import timezone
 
 from reports.accounting import Tree
+from reports.final_periods import period_reports
 from reports.forms import midnight
-from reports.review_report import Report, ReportRow, budget_report, budget_reports
+from reports.review_report import Report, ReportRow
 
 HISTORY = 8
 
@@ -67,9 +68,10 @@ class PeriodFigures:
 
 def period_over_period(cluster, start: datetime, end: datetime, period: str, tree: Tree,
                        now: datetime | None = None) -> list[PeriodFigures]:
+    """The figures of each period, oldest first; those of final periods are kept once
+    computed (``reports.final_periods``)."""
     return [PeriodFigures(report, {row.node.pk: row for row in report.rows})
-            for report in budget_reports(cluster, periods(start, end, period), now=now,
-                                         tree=tree)]
+            for report in period_reports(cluster, periods(start, end, period), tree, now=now)]
 
 
 METRICS = [
@@ -125,7 +127,7 @@ def institute(clusters, start: datetime, end: datetime, tree: Tree, node_ids: se
     reports = dict(reports or {})
     for cluster in clusters:
         if cluster.pk not in reports:
-            reports[cluster.pk] = budget_report(cluster, start, end, now=now, tree=tree)
+            reports[cluster.pk] = period_reports(cluster, [(start, end)], tree, now=now)[0]
     capacity = [reports[c.pk].capacity_h for c in clusters]
     total_capacity = sum(capacity)
     rows_by_cluster = [{row.node.pk: row for row in reports[c.pk].rows} for c in clusters]

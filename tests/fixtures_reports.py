@@ -293,3 +293,17 @@ def tiny(db, settings):
         clients[name].force_login(user)
     return type("Tiny", (), {"cluster": cluster, "users": users, "clients": clients,
                              "a": a, "b": b, "prog": prog, "other": other})
+
+
+def figures_of(report) -> dict:
+    """Every figure of a review report, flat, for pytest.approx."""
+    out = {"capacity_h": report.capacity_h, "until": report.until.timestamp()}
+    for row in report.rows:
+        for name in ("shares", "fraction", "entitlement_h", "delivered_h", "unallocated_h",
+                     "demand_h", "preemptions", "lost_h"):
+            out[f"{row.node.path} {name}"] = getattr(row, name)
+        out[f"{row.node.path} measured"] = row.busy.measured
+        out[f"{row.node.path} busy"] = row.busy.busy
+        for index, wait in enumerate(sorted(row.waits)):
+            out[f"{row.node.path} wait {index}"] = wait
+    return out

@@ -1,11 +1,13 @@
 """The weekly review report by mail, against the hand-built week of tests/fixtures_reports.py
-(Mon 3 March 2025): sent on Monday 10 March to every subscribed manager for their subtree,
-HTML with the CSV attached, a link to the page and an unsubscribe link; never twice."""
+(Mon 3 March 2025): sent on Monday 10 March to every subscribed manager and reviewer for
+their subtree, HTML with the CSV attached, a link to the page and an unsubscribe link; never
+twice. ``auditor`` reviews prog-b (reads its reports, changes nothing)."""
 
 from datetime import UTC, datetime
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core import mail
 from django.urls import reverse
 
@@ -21,6 +23,9 @@ def managers(history):
         user = history.users[name]
         user.email = f"{name}@example.org"
         user.save()
+    history.users["auditor"] = User.objects.create_user(
+        "auditor", password="x", email="auditor@example.org")
+    history.prog_b.reviewers.add(history.users["auditor"])
     return history
 
 
@@ -34,10 +39,23 @@ def test_last_week_is_the_calendar_week_before(db):
     assert last_week(datetime(2025, 3, 16, 23, tzinfo=UTC))[0] == datetime(2025, 3, 3, tzinfo=UTC)
 
 
-def test_every_manager_and_only_managers_receive_it(managers):
-    assert send_review_reports(MONDAY) == 3
+def test_every_manager_and_reviewer_and_nobody_else_receives_it(managers):
+    assert send_review_reports(MONDAY) == 4
     assert sorted(m.to[0] for m in mail.outbox) == [
-        "ceo@example.org", "lead@example.org", "pi@example.org"]
+        "auditor@example.org", "ceo@example.org", "lead@example.org", "pi@example.org"]
+
+
+def test_a_reviewer_receives_the_page_s_csv_of_the_subtree_they_review(managers):
+    send_review_reports(MONDAY)
+    message = mail_to("auditor")
+    [(name, content, _)] = message.attachments
+    page = managers.client_for("auditor").get(
+        reverse("reports:node_review_csv", args=["h100", managers.prog_b.pk])
+        + "?period=week&date=2025-03-03").content.decode()
+    assert content.splitlines() == page.splitlines()
+    assert "org/prog-b/proj-b1" in content and "org/prog-a" not in content
+    html, _ = message.alternatives[0]
+    assert reverse("reports:node_review", args=["h100", managers.prog_b.pk]) in html
 
 
 def test_the_csv_attached_is_the_page_s_csv_of_their_subtree(managers):
@@ -72,8 +90,8 @@ def test_an_unsubscribed_manager_receives_nothing(managers):
 def test_a_second_run_the_same_week_sends_nothing_more(managers):
     send_review_reports(MONDAY)
     assert send_review_reports(MONDAY) == 0
-    assert len(mail.outbox) == 3
-    assert ReportDelivery.objects.count() == 3
+    assert len(mail.outbox) == 4
+    assert ReportDelivery.objects.count() == 4
 
 
 def test_the_preferences_page_unsubscribes(managers):
