@@ -566,17 +566,16 @@ def runs_overlapping(cluster, start: datetime, until: datetime, *conditions) -> 
     return [RunRow(*run) for run in runs]
 
 
-def run_facts(cluster, periods: list[tuple[datetime, datetime]], now: datetime,
-              runs: list[RunRow] | None = None) -> list[RunFacts]:
+def run_facts(cluster, periods: list[tuple[datetime, datetime]], now: datetime
+              ) -> list[RunFacts]:
     """The facts of each period of ``periods`` (oldest first, none overlapping), from one
-    query over their span; ``runs``: the runs overlapping it, already read."""
+    query over their span."""
     first, last = periods[0][0], periods[-1][1]
-    if runs is None:
-        runs = runs_overlapping(
-            cluster, first, min(last, now),
-            Q(allocated=False)
-            | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=first, ended__lt=last),
-        )
+    runs = runs_overlapping(
+        cluster, first, min(last, now),
+        Q(allocated=False)
+        | Q(end_reason=Run.EndReason.PREEMPTED, ended__gte=first, ended__lt=last),
+    )
     return [_run_facts(runs, start, end, now) for start, end in periods]
 
 

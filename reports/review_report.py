@@ -36,7 +36,6 @@ from reports.accounting import (
     HOUR,
     Busy,
     Capacity,
-    RunRow,
     Tree,
     delivered_by_period,
     entitlement_seconds,
@@ -118,29 +117,16 @@ class Report:
 
 
 def budget_report(cluster, start: datetime, end: datetime, now: datetime | None = None,
-                  tree: Tree | None = None, runs: list[RunRow] | None = None,
-                  used_by_owner: dict[tuple[int, str | None], Busy] | None = None) -> Report:
+                  tree: Tree | None = None) -> Report:
     """One row per budget node in tree order; every figure of a node covers its subtree, so a
-    parent's row is the subtotal of its children's. ``runs`` (`runs_overlapping` the elapsed
-    period) and ``used_by_owner`` (`utilization_by_owner` of the period): already read for
-    the per-user rows of the same page."""
-    used = None
-    if used_by_owner is not None:
-        used = defaultdict(Busy)
-        for (budget_id, _), busy in used_by_owner.items():
-            used[budget_id] += busy
-    return budget_reports(cluster, [(start, end)], now=now, tree=tree, runs=runs,
-                          used=None if used is None else [used])[0]
+    parent's row is the subtotal of its children's."""
+    return budget_reports(cluster, [(start, end)], now=now, tree=tree)[0]
 
 
 def budget_reports(cluster, periods: list[tuple[datetime, datetime]],
-                   now: datetime | None = None, tree: Tree | None = None,
-                   runs: list[RunRow] | None = None,
-                   used: list[dict[int, Busy]] | None = None) -> list[Report]:
+                   now: datetime | None = None, tree: Tree | None = None) -> list[Report]:
     """The `budget_report` of each period of ``periods`` (oldest first, none overlapping),
-    reading each kind of data once over their whole span rather than once per period
-    (``runs``, ``used``: already read, as `run_facts` and `utilization_by_period` take and
-    give them)."""
+    reading each kind of data once over their whole span rather than once per period."""
     now = now or timezone.now()
     tree = tree or Tree()
     untils = [period_until(start, end, now) for start, end in periods]
@@ -152,8 +138,8 @@ def budget_reports(cluster, periods: list[tuple[datetime, datetime]],
     cuts = [seg.start for seg in segments]
     span_capacity = Capacity.load(cluster, existed[0], untils[-1], cuts=[*existed, *cuts])
     delivered = delivered_by_period(cluster, periods)
-    facts = run_facts(cluster, periods, now, runs)
-    used = used if used is not None else utilization_by_period(cluster, periods)
+    facts = run_facts(cluster, periods, now)
+    used = utilization_by_period(cluster, periods)
     pending, waits = _queue_by_period(cluster, periods, untils)
     reports = []
     for index, (start, end) in enumerate(periods):

@@ -23,13 +23,13 @@ from django.utils import timezone
 from reports.accounting import (
     HOUR,
     Busy,
-    RunRow,
     Tree,
     period_until,
     runs_overlapping,
     utilization_by_owner,
 )
-from reports.review_report import Report, budget_report
+from reports.final_periods import period_reports
+from reports.review_report import Report
 
 TOP = 10
 
@@ -49,12 +49,9 @@ class UserRow:
         return self.busy.fraction
 
 
-def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = None,
-              runs: list[RunRow] | None = None,
-              used_by_owner: dict[tuple[int, str | None], Busy] | None = None
+def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = None
               ) -> dict[int, list[UserRow]]:
-    """Per budget id (where runs are charged), one row per user, most delivered first.
-    ``runs``, ``used_by_owner``: as `review_report.budget_report` takes them."""
+    """Per budget id (where runs are charged), one row per user, most delivered first."""
     until = period_until(start, end, now)
     a, b = start.timestamp(), until.timestamp()
     rows: dict[tuple[int, str], UserRow] = {}
@@ -65,7 +62,7 @@ def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = No
             rows[key] = UserRow(username, [budget_id])
         return rows[key]
 
-    for run in runs if runs is not None else runs_overlapping(cluster, start, until):
+    for run in runs_overlapping(cluster, start, until):
         held = max(0.0, min(b, run.ended if run.ended is not None else b) - max(a, run.started))
         r = row(run.budget_id, run.owner)
         if run.allocated:
@@ -74,9 +71,7 @@ def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = No
             r.unallocated_h += run.gpus * held / HOUR
         if a <= run.started < b:
             r.starts += 1
-    if used_by_owner is None:
-        used_by_owner = utilization_by_owner(cluster, start, end)
-    for (budget_id, username), busy in used_by_owner.items():
+    for (budget_id, username), busy in utilization_by_owner(cluster, start, end).items():
         row(budget_id, username).busy = busy
     by_budget: dict[int, list[UserRow]] = defaultdict(list)
     for (budget_id, _), r in rows.items():
@@ -88,14 +83,11 @@ def user_rows(cluster, start: datetime, end: datetime, now: datetime | None = No
 
 def report_and_users(cluster, start: datetime, end: datetime, tree: Tree,
                      now: datetime | None = None) -> tuple[Report, dict[int, list[UserRow]]]:
-    """The review report of the period and its per-user rows, reading the runs and the
-    utilization rollups once for both."""
+    """The review report of the period, its final part kept once computed
+    (``reports.final_periods``), and its per-user rows."""
     now = now or timezone.now()
-    runs = runs_overlapping(cluster, start, period_until(start, end, now))
-    used = utilization_by_owner(cluster, start, end)
-    report = budget_report(cluster, start, end, now=now, tree=tree, runs=runs,
-                           used_by_owner=used)
-    return report, user_rows(cluster, start, end, now=now, runs=runs, used_by_owner=used)
+    report = period_reports(cluster, [(start, end)], tree, now=now)[0]
+    return report, user_rows(cluster, start, end, now=now)
 
 
 def top_users(by_budget: dict[int, list[UserRow]], paths: dict[int, str], n: int = TOP

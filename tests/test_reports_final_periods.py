@@ -80,6 +80,21 @@ def test_a_page_of_final_periods_read_again_reads_no_data(history):
     assert count() == 9 + 1 < cold
 
 
+def test_the_review_page_of_a_final_period_shows_the_same_table_from_what_is_kept(history):
+    url = reverse("reports:review", args=["h100"]) + "?period=week&date=2025-02-05"
+    client = history.client_for("ceo")
+
+    def read():
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(url)
+        assert response.status_code == 200
+        return response.context["lines"], len(queries)
+
+    (computed, cold), (kept, warm) = read(), read()
+    assert kept == computed
+    assert warm < cold  # the budget report's data is not read again; the users' rows are
+
+
 def test_a_write_into_a_period_not_yet_final_is_reflected(history):
     before = delivered(history, THIS_WEEK, history.proj_a2)
     UsageRollup.objects.create(cluster=history.cluster, budget=history.proj_a2,
