@@ -91,7 +91,7 @@ class EngineMemo:
         self.tails: dict[str, _Tail] = {}  # leaf -> the rest of its line the last pass left out
         self.reached: list[str] = []  # the workloads a strict line's last pass reached
         # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
-        # each GPU of those runs is expected free): ``_Walk._release_times``
+        # each GPU of those runs is expected free): ``_Walk._ready``
         self.release_times: dict[str, tuple] = {}
 
     def follows(self, queue: PendingQueue) -> bool:
@@ -122,6 +122,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     walk = _Walk(state, tree, params, None, floor, stopped, out,
                  memo.release_times if memo is not None else None)
     walk.take_claims(state.claims)
+    # a driver keeping its queue and memo takes waits named in bulk (``Pass.behind``, ``rest``)
+    kept_queue = memo is not None and isinstance(state.pending, PendingQueue)
     if params.policy == "fairshare":
         queue = state.pending
         if not isinstance(queue, PendingQueue):
@@ -137,9 +139,9 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         if memo is not None:
             memo.walked(queue)
             memo.tails = tails
-    elif memo is not None and isinstance(state.pending, PendingQueue) and policy.line:
+    elif kept_queue and policy.line:
         walk.run_line(state.pending, memo)
-    elif memo is not None and isinstance(state.pending, PendingQueue) and policy.backfill_line:
+    elif kept_queue and policy.backfill_line:
         walk.run_sizes(state.pending)
     else:
         order = queue_order(state.pending, policy)
@@ -914,14 +916,7 @@ class _Walk:
         """``_ready`` of each of ``hosts`` that has a ``k``-th GPU for ``holder``. A host whose
         runs are as kept and whose ``k``-th GPU is still busy now is answered from what is kept
         without a call: a reservation asks every host in every pass."""
-        kept = self.release_times
-        if kept is None:
-            out = {}
-            for h in hosts:
-                at = self._ready(h, holder, k)
-                if at is not None:
-                    out[h] = at
-            return out
+        kept = self.release_times or {}
         floor, now, started = self.floor, self.now, self.started
         runs, releasing, free = floor.runs, floor.releasing, floor.free
         preempts = holder.min_runtime > 0 and self.policy == "fairshare"
