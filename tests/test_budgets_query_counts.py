@@ -4,9 +4,8 @@ pending decision as for forty."""
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from query_counts import count_queries
 
 from budgets import services
 from budgets.models import Allocation, BudgetNode
@@ -31,20 +30,13 @@ def grow(org, programs=3, projects=40):
             Allocation.objects.create(node=project, cluster=org.cluster, shares=q + 1)
 
 
-def count(client, url, **extra):
-    with CaptureQueriesContext(connection) as queries:
-        response = client.get(url, **extra)
-    assert response.status_code == 200
-    return len(queries)
-
-
 @pytest.mark.parametrize("persona", ["ceo", "pi", "lead", "researcher", "operator"])
 def test_tree_page_queries_do_not_grow_with_the_tree(org, client_for, persona):
     url = reverse("budgets:tree", kwargs={"cluster": org.cluster.name})
     client = client_for(persona)
-    small = count(client, url)
+    small = count_queries(client, url)
     grow(org)
-    assert count(client, url) == small
+    assert count_queries(client, url) == small
     assert small <= TREE_PAGE_QUERIES
 
 
@@ -69,9 +61,9 @@ def test_request_list_queries_do_not_grow_with_the_tree(org, client_for, persona
     services.request_change(org.pi, org.prog_a, org.cluster, shares=90, reason="y")
     url = reverse("budgets:requests")
     client = client_for(persona)
-    small = count(client, url)
+    small = count_queries(client, url)
     grow(org)
-    assert count(client, url) == small
+    assert count_queries(client, url) == small
     assert small <= REQUEST_LIST_QUERIES
 
 
@@ -91,9 +83,9 @@ def test_request_list_queries_do_not_grow_with_pending_decisions(org, client_for
     lead = User.objects.get(pk=org.lead.pk)
     services.request_change(lead, projects[0], org.cluster, shares=99, reason="x")
     client = client_for("pi")
-    one = count(client, url)
+    one = count_queries(client, url)
     for project in projects[1:]:
         services.request_change(lead, project, org.cluster, shares=99, reason="x")
     response = client.get(url)
     assert len(response.context["to_decide"]) == 40
-    assert count(client, url) == one
+    assert count_queries(client, url) == one

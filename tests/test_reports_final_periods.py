@@ -7,10 +7,9 @@ day."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from fixtures_reports import figures_of
+from query_counts import count_queries, get_counting
 
 from budgets.models import Allocation, AllocationChange, BudgetNode
 from reports import accounting, final_periods, review_report, trends
@@ -68,30 +67,17 @@ def test_read_twice_the_figures_are_the_same(history):
 def test_a_page_of_final_periods_read_again_reads_no_data(history):
     url = reverse("reports:review_trends", args=["h100"]) + "?period=week&date=2025-02-05"
     client = history.client_for("ceo")
-
-    def count():
-        with CaptureQueriesContext(connection) as queries:
-            assert client.get(url).status_code == 200
-        return len(queries)
-
-    cold = count()
+    cold = count_queries(client, url)
     # The page's own 9 (test_reports_trends) and which periods are final (1): all eight
     # weeks are, so none of the periods' data is read again.
-    assert count() == 9 + 1 < cold
+    assert count_queries(client, url) == 9 + 1 < cold
 
 
 def test_the_review_page_of_a_final_period_shows_the_same_table_from_what_is_kept(history):
     url = reverse("reports:review", args=["h100"]) + "?period=week&date=2025-02-05"
     client = history.client_for("ceo")
-
-    def read():
-        with CaptureQueriesContext(connection) as queries:
-            response = client.get(url)
-        assert response.status_code == 200
-        return response.context["lines"], len(queries)
-
-    (computed, cold), (kept, warm) = read(), read()
-    assert kept == computed
+    (computed, cold), (kept, warm) = get_counting(client, url), get_counting(client, url)
+    assert kept.context["lines"] == computed.context["lines"]
     assert warm < cold  # the budget report's data is not read again; the users' rows are
 
 

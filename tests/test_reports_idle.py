@@ -4,9 +4,8 @@ may see, with hand-computed idle GPU-hours (GPUs x time since idle)."""
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from query_counts import count_queries
 
 from scheduler.models import Run, UtilizationRollup, Workload
 
@@ -84,17 +83,11 @@ def test_busy_again_leaves_the_list(squatting):
 
 def test_query_count_does_not_grow_with_idle_runs(squatting):
     client = squatting.client_for("ceo")
-
-    def count():
-        with CaptureQueriesContext(connection) as queries:
-            assert client.get(URL).status_code == 200
-        return len(queries)
-
-    before = count()
+    before = count_queries(client, URL)
     assert before == IDLE_PAGE_QUERIES
     for k in range(5):
         flag(running(squatting, f"more-{k}", squatting.proj_a2, 1), 45)
-    assert count() == before
+    assert count_queries(client, URL) == before
 
 
 def measure(run, hour, memory_mib):

@@ -5,9 +5,8 @@ import csv
 import io
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from query_counts import count_queries
 
 from scheduler.models import Workload
 
@@ -136,12 +135,6 @@ def test_pagination(fleet, client_for):
     assert len(first.context["page"]) == 50
     second = client_for("ceo").get(LIST, {"page": 2})
     assert len(second.context["page"]) == 10
-
-
-def count_queries(client, url):
-    with CaptureQueriesContext(connection) as queries:
-        assert client.get(url).status_code == 200
-    return len(queries)
 
 
 @pytest.mark.parametrize("persona", ["researcher", "ceo"])
