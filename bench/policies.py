@@ -1,16 +1,15 @@
 """Benchmark (not a test): the named policies, timed.
 
     .venv/bin/python bench/policies.py [--skip-peer] [--skip-contended]
-        [--partitions-limit 5000]
+        [--partitions-limit N]
 
 (a) The peer reference: ``partitions`` (each Philly VC on its own nodes, 2,816 GPUs) on
     Helios's window, Philly 2017-10-01 to 11-30, with strict FIFO and SJF inside, beside
     Helios's published figures (tests/engine/test_peer_reference.py checks them within 1%).
 (b) Contended: the whole philly_vc.csv on 44 x 8 = 352 GPUs, where average demand (374 GPUs)
     is just above capacity: strict ``fifo`` (goal <= 10 s) and ``fifo-backfill`` (goal <= 20 s)
-    on the whole trace; ``partitions`` with every VC at 1/8 of its nodes (44 nodes in all) on
-    the first --partitions-limit jobs (default 5,000; 0: the whole trace, which it does not
-    finish in minutes yet: each partition's pass still walks its whole queue).
+    on the whole trace; ``partitions`` with every VC at 1/8 of its nodes (44 nodes in all),
+    strict FIFO inside, on the whole trace (or its first --partitions-limit jobs).
 
 One line per run: simulation wall seconds (trace reading excluded) and the figures.
 """
@@ -73,8 +72,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-contended", action="store_true")
-    ap.add_argument("--partitions-limit", type=int, default=5000,
-                    help="first N jobs of the contended partitions line (0: the whole trace)")
+    ap.add_argument("--partitions-limit", type=int, default=0,
+                    help="first N jobs of the contended partitions line (default 0: the whole "
+                    "trace)")
     a = ap.parse_args()
     if not a.skip_peer:
         start, end = PHILLY_OCT_NOV_2017

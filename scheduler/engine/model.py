@@ -366,6 +366,17 @@ class RestWaits:
 
 
 @dataclass(slots=True)
+class RestWaitsByGroup:
+    """``RestWaits`` of a pass of partitions: each workload has its group's."""
+
+    group_of: Callable[[str], str | None]  # a budget's group
+    groups: dict[str, RestWaits]
+
+    def of(self, w: Workload) -> Wait:
+        return self.groups[self.group_of(w.budget)].of(w)
+
+
+@dataclass(slots=True)
 class Pass:
     decisions: list[Decision] = field(default_factory=list)
     waits: dict[str, Wait] = field(default_factory=dict)  # why each waiting workload waits
@@ -386,13 +397,14 @@ class Pass:
     # previous pass on the same kept queue (``pending.PendingQueue`` with ``EngineMemo``, plan
     # step 3 in notes/CONTENTION.md): drivers keep the reasons they have for those
     rest_unchanged: bool = False
-    # a strict line walked on a kept queue (``_Walk.run_line``): the wait of every workload
-    # behind ``heads[0]``; ``waits`` lists only those new behind it, drivers keep one reason
-    # for the whole line
-    behind: Wait | None = None
+    # strict lines walked on kept queues (``_Walk.run_line``), by line: None for a pass's one
+    # line, a group's name for each partition of a pass of partitions. The wait of every
+    # workload behind the line's head (``heads``); ``waits`` lists only those new behind it,
+    # drivers keep one reason per line for the rest
+    behind: dict[str | None, Wait] = field(default_factory=dict)
     # FIFO with backfill walked on a kept queue: ``waits`` lists only the workloads the walk
     # looked at, every other waiting workload has ``rest.of(workload)``
-    rest: RestWaits | None = None
+    rest: RestWaits | RestWaitsByGroup | None = None
 
     @property
     def order(self) -> list[str]:

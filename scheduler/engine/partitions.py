@@ -9,10 +9,12 @@ every partition in turn, in group-name order, so all partitions share one event 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import attrgetter
 
 from .contract import ContractError
-from .model import ClusterState, Host, HostState, Pass, Run, Wait, Workload
+from .model import ClusterState, Host, HostState, Pass, RestWaitsByGroup, Run, Wait, Workload
+from .pending import PendingQueue
 
 
 def group_of(budget: str, groups: dict[str, list[Host]]) -> str | None:
@@ -72,16 +74,19 @@ class Partitioning:
     def split(self, state: ClusterState) -> tuple[dict[str, ClusterState], list[Workload]]:
         """One state per group that has something to decide (a queue, a draining host or a
         signalled run), and the pending work of budgets no group carries. A group left out
-        decides nothing this pass: its picture is brought up to date when it next has work."""
+        decides nothing this pass: its picture is brought up to date when it next has work.
+        A kept queue (``PendingQueue``) hands each group its own kept queue
+        (``PendingQueue.by_group``), so a pass inside a partition is read as lazily as a pass
+        over the whole cluster."""
         self._track(state.running)
-        queues: dict[str, list[Workload]] = {}
-        homeless: list[Workload] = []
-        for w in state.pending:
-            group = self.group(w.budget)
-            if group is None:
-                homeless.append(w)
-            else:
-                queues.setdefault(group, []).append(w)
+        queues: dict[str | None, Iterable[Workload]]
+        if isinstance(state.pending, PendingQueue):
+            queues = {g: q for g, q in state.pending.by_group(self.group).items() if len(q)}
+        else:
+            queues = {}
+            for w in state.pending:
+                queues.setdefault(self.group(w.budget), []).append(w)
+        homeless = list(queues.pop(None, ()))
         active = set(queues)
         if HostState.DRAINING in map(_state_of, self.hosts):
             active.update(h.group for h in self.hosts if h.state == HostState.DRAINING)
@@ -89,11 +94,37 @@ class Partitioning:
         parts = {}
         for name in sorted(active):
             queue = queues.get(name, [])
-            ids = {w.id for w in queue}
+            ids = {w.id for w in queue} if isinstance(queue, list) else queue
             claims = [c for c in state.claims if c.workload_id in ids]
             parts[name] = ClusterState(state.now, self.groups[name], list(self._runs[name]),
                                        queue, state.usage, state.capacity, claims)
         return parts, homeless
+
+    def merge(self, passes: dict[str, Pass], homeless: list[Workload]) -> Pass:
+        """The passes of the partitions (by group, in group-name order) as one pass, with
+        the wait of the work no group carries."""
+        out = Pass()
+        rests = {}
+        for group, p in passes.items():
+            out.decisions.extend(p.decisions)
+            out.waits.update(p.waits)
+            out.claims.extend(p.claims)
+            out.order.extend(p.order)
+            out.ratios.update(p.ratios)
+            out.heads.extend(p.heads)
+            out.behind.update((group, wait) for wait in p.behind.values())
+            if p.rest is not None:
+                rests[group] = p.rest
+            out.rest_unchanged = out.rest_unchanged or p.rest_unchanged
+        if rests:
+            out.rest = RestWaitsByGroup(self.group, rests)
+        if homeless:
+            wait = Wait(f"no hosts for its budget: no group is named after it (groups: "
+                        f"{', '.join(self.groups)})", "no partition")
+            for w in homeless:
+                out.waits[w.id] = wait
+                out.order.append(w.id)
+        return out
 
 
 _state_of = attrgetter("state")
@@ -101,22 +132,3 @@ _state_of = attrgetter("state")
 
 def _run_order(run: Run) -> tuple:
     return (run.started, run.workload.id, run.number)
-
-
-def merge(passes: list[Pass], homeless: list[Workload], groups: list[str]) -> Pass:
-    """The passes of all partitions as one pass, partitions in group-name order."""
-    out = Pass()
-    for p in passes:
-        out.decisions.extend(p.decisions)
-        out.waits.update(p.waits)
-        out.claims.extend(p.claims)
-        out.order.extend(p.order)
-        out.ratios.update(p.ratios)
-        out.heads.extend(p.heads)
-    if homeless:
-        wait = Wait(f"no hosts for its budget: no group is named after it (groups: "
-                    f"{', '.join(groups)})", "no partition")
-        for w in homeless:
-            out.waits[w.id] = wait
-            out.order.append(w.id)
-    return out

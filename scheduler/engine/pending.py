@@ -14,14 +14,15 @@ by size, and which of its workloads joined since the last pass.
 Under strict submission order (``fifo``) the queue is read lazily in that order
 (``by_submission``), so a pass over a long line costs its starts, not the line. Under FIFO with
 backfill (``fifo-backfill``) it is read per size, each size in submission order (``by_size``):
-what may happen to a waiting workload there depends only on its size and its span.
+what may happen to a waiting workload there depends only on its size and its span. Under static
+partitions each group's work is a queue of its own (``by_group``), kept like this one.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from heapq import merge
 
 from .fairshare import Standing
@@ -46,7 +47,7 @@ class PendingQueue:
     what left; ``schedule`` also accepts a plain list and ranks it once."""
 
     __slots__ = ("_by_id", "_line", "_sizes", "_size_spans", "_leaves", "_unallocated",
-                 "_leaf_order", "_spans", "_joined", "taken")
+                 "_leaf_order", "_spans", "_joined", "taken", "_group_of", "_groups")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_id: dict[str, Workload] = {}
@@ -63,6 +64,9 @@ class PendingQueue:
         # leaf -> allocated work added since take_joined and still here, by id
         self._joined: dict[str, dict[str, Workload]] = {}
         self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
+        # budget -> group, and each group's queue, kept from the first ``by_group`` on
+        self._group_of: Callable[[str], str | None] | None = None
+        self._groups: dict[str | None, PendingQueue] = {}
         # a whole queue at once: appended, then each list sorted once (``add`` keeps them
         # sorted one insertion at a time)
         for w in workloads:
@@ -82,6 +86,8 @@ class PendingQueue:
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w
+        if self._group_of is not None:
+            self._group(w).add(w)
         if self._line is not None:
             insort(self._line, w, key=submission_order)
         if self._sizes is not None:
@@ -99,6 +105,8 @@ class PendingQueue:
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
+        if self._group_of is not None:
+            self._group(w).remove(w)
         line = self._line
         if line is not None:
             del line[bisect_left(line, submission_order(w), key=submission_order)]
@@ -172,6 +180,24 @@ class PendingQueue:
                 self._sizes.setdefault(w.gpus, []).append(w)
                 self._size_spans.setdefault(w.gpus, []).append(span(w))
         return self._sizes
+
+    def by_group(self, group_of: Callable[[str], str | None]) -> dict[str | None, PendingQueue]:
+        """The queue per group of hosts (``group_of`` a budget's group, None for none), each a
+        queue of its own that a pass may keep like this one: kept from the first call on, and
+        for as long as the same ``group_of`` is asked for. A group's queue stays when it
+        empties, so a pass's memo of it still follows it."""
+        if self._group_of is None or group_of != self._group_of:
+            self._group_of, self._groups = group_of, {}
+            for w in self._by_id.values():
+                self._group(w).add(w)
+        return self._groups
+
+    def _group(self, w: Workload) -> PendingQueue:
+        group = self._group_of(w.budget)
+        queue = self._groups.get(group)
+        if queue is None:
+            queue = self._groups[group] = PendingQueue()
+        return queue
 
     def spans_of_size(self, gpus: int) -> list[float]:
         """The ``span`` of each workload of ``by_size()[gpus]``, in the same order."""

@@ -51,7 +51,7 @@ from .model import (
     Wait,
     Workload,
 )
-from .partitions import Partitioning, merge
+from .partitions import Partitioning
 from .pending import PendingQueue, span
 from .placement import Floor, FloorPlan, choose_hosts, place
 from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order, submission_order
@@ -162,11 +162,11 @@ def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) 
                           f"use one of {', '.join(PARTITION_POLICIES)}")
     inside = replace(params, policy=params.partition_policy)
     parts, homeless = partitioning.split(state)
-    passes = []
+    passes = {}
     for group, part in parts.items():
-        part.memo = memo.parts.setdefault(group, EngineMemo())
-        passes.append(schedule(part, tree, inside))
-    return merge(passes, homeless, list(parts))
+        part.memo = memo.parts.get(group) or memo.parts.setdefault(group, EngineMemo())
+        passes[group] = schedule(part, tree, inside)
+    return partitioning.merge(passes, homeless)
 
 
 def next_event(state: ClusterState, params: Params) -> float | None:
@@ -412,7 +412,7 @@ class _Walk:
         if head is None:
             return
         self.out.heads.append(head)
-        behind = self.out.behind = self._behind_wait(head)
+        behind = self.out.behind[None] = self._behind_wait(head)
         if not last:
             waits.update(dict.fromkeys([w.id for w in line], behind))
             return

@@ -55,6 +55,7 @@ from .model import (
     Placement,
     Preempt,
     RestWaits,
+    RestWaitsByGroup,
     Run,
     Start,
     Stop,
@@ -100,6 +101,7 @@ HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 # _HOST carries the index of its ``SimConfig.host_events`` entry
 _COMPLETE, _FAIL, _HOST, _REPAIR, _WAKE, _IDLE, _TICK, _SEGMENT = range(8)
 CADENCES = ("crossings", "ticks")
+_OFF_LINE = object()  # a wait that stands for no line (``Pass.behind``)
 # what happens to a host at a given time (``SimConfig.host_events``): back in service, a drain
 # (an operator or a health signal: its runs finish their minimum runtime), a failure (its runs
 # are lost, resumable ones requeued)
@@ -385,14 +387,15 @@ class Simulator:
         self.running: dict[str, Run] = {}  # workload id -> run
         self.run_rec: dict[str, RunRecord] = {}  # workload id -> record of its current run
         self.pending = PendingQueue()  # kept ranked from one pass to the next
-        # waiting behind the head of a strict line (``Pass.behind``): their reason is the
-        # line's, as of the last pass, given to each when it leaves the line
-        self.in_line: set[str] = set()
-        self.line_reason = ""
+        # waiting behind the head of a strict line (``Pass.behind``), with their line (one per
+        # partition): their reason is the line's, as of the last pass, given to each when it
+        # leaves the line
+        self.in_line: dict[str, str | None] = {}
+        self.line_reason: dict[str | None, str] = {}
         # FIFO with backfill (``Pass.rest``): the last pass's waits of the workloads it left out
         # of its ``waits``, given to each when it leaves the queue; ``explained``: those it gave
         # a wait of their own; ``joined``: work that joined the queue since
-        self.rest: RestWaits | None = None
+        self.rest: RestWaits | RestWaitsByGroup | None = None
         self.explained: set[str] = set()
         self.joined: set[str] = set()
         self.pending_gpus: Counter[int] = Counter()
@@ -496,8 +499,7 @@ class Simulator:
         if w.id not in self.pending:
             raise SimulationError(f"engine started {w.id} which is not pending")
         if w.id in self.in_line:
-            self.in_line.discard(w.id)
-            rec.reason = self.line_reason
+            rec.reason = self.line_reason[self.in_line.pop(w.id)]
         for host, idx in d.placement.slots:
             h = self.host_by_name.get(host)
             if h is None or h.state != HostState.AVAILABLE:
@@ -849,17 +851,20 @@ class Simulator:
                     self.holds += 1
             self.rest = result.rest
             self.explained = set(result.waits) if result.rest is not None else set()
-            behind = result.behind
-            if behind is not None:
-                self.line_reason = behind.reason
+            lines = {}  # the line each wait stands for, by the wait's identity
+            for line, wait in result.behind.items():
+                self.line_reason[line] = wait.reason
+                lines[id(wait)] = line
+            in_line = self.in_line
             for wid, wait in result.waits.items():
                 rec = self.jobs.get(wid)
                 if rec is None:
                     continue
-                if wait is behind:
-                    self.in_line.add(wid)
+                line = lines.get(id(wait), _OFF_LINE) if lines else _OFF_LINE
+                if line is not _OFF_LINE:
+                    in_line[wid] = line
                 else:
-                    self.in_line.discard(wid)
+                    in_line.pop(wid, None)
                     rec.reason = wait.reason
             if not result.opens_room:
                 break
@@ -1126,8 +1131,8 @@ class SimResult:
             else:
                 rec.unallocated_gpu_s += span * run.workload.gpus
             rec.state = "running"
-        for wid in sim.in_line:
-            sim.jobs[wid].reason = sim.line_reason
+        for wid, line in sim.in_line.items():
+            sim.jobs[wid].reason = sim.line_reason[line]
         if sim.rest is not None:
             sim._resolve(sim.pending)
         for w in sim.pending:

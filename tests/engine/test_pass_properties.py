@@ -362,14 +362,32 @@ def backfill(case):
     return state, tree, replace(params, policy="fifo-backfill")
 
 
+def partitioned(case_and_inside):
+    """The same case under static partitions, one group of hosts per budget (a budget without
+    hosts has nowhere to run), each run of its host's group, ``inside`` each partition."""
+    from dataclasses import replace
+
+    (state, tree, params), inside = case_and_inside
+    leaves = tree.leaves
+    hosts = [replace(h, group=leaves[i % len(leaves)]) for i, h in enumerate(state.hosts)]
+    group = {h.name: h.group for h in hosts}
+    running = [replace(r, workload=replace(r.workload, budget=group[r.placement.hosts[0]]))
+               for r in state.running]
+    return (replace(state, hosts=hosts, running=running), tree,
+            replace(params, policy="partitions", partition_policy=inside))
+
+
 @SETTINGS
 @given(st.one_of(scenarios(), contended(), contended().map(strict), contended().map(backfill),
-                 scenarios().map(backfill)), st.data())
+                 scenarios().map(backfill),
+                 st.tuples(contended(), st.sampled_from(["fifo", "fifo-backfill"])).map(
+                     partitioned)), st.data())
 def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_wait(case, data):
     """A driver keeping its queue and memo across passes, and keeping the wait of whatever a
     pass leaves out, shows every waiting workload the wait a pass on a plain list gives it
     (which leaves nothing out), while work joins and leaves and time moves between passes.
-    Under FIFO with backfill the pass names the others' waits by size (``Pass.rest``)."""
+    Under FIFO with backfill the pass names the others' waits by size (``Pass.rest``); under
+    partitions each partition's queue is kept like the whole queue."""
     from dataclasses import replace
 
     from scheduler.engine.pending import PendingQueue
@@ -377,26 +395,33 @@ def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_
 
     state, tree, params = case
     queue, memo = PendingQueue(state.pending), EngineMemo()
-    shown, line = {}, set()  # a strict line's workloads share its wait (``Pass.behind``)
+    # a strict line's workloads share its wait (``Pass.behind``): the line of each, and the
+    # last wait of each line
+    shown, in_line, line_wait = {}, {}, {}
     for step in range(4):
         kept = schedule(replace(state, pending=queue, memo=memo), tree, params)
         full = schedule(replace(state, pending=list(queue)), tree, params)
         assert _summary(kept)[0] == _summary(full)[0]
-        if kept.rest is None:
+        if params.policy == "partitions":
+            assert set(kept.order) <= set(full.order)
+        elif kept.rest is None:
             # a strict line is read up to its head
             assert kept.order == full.order[:len(kept.order)]
-            assert kept.behind is not None or kept.order == full.order
+            assert kept.behind or kept.order == full.order
         else:  # the walk per size looks at some of the queue, in its order
             order = iter(full.order)
             assert all(wid in order for wid in kept.order)
+        if kept.rest is not None:
             shown.update((w.id, kept.rest.of(w)) for w in queue if w.id not in kept.waits)
+        line_wait.update(kept.behind)
+        lines = {id(wait): line for line, wait in kept.behind.items()}
         for wid, wait in kept.waits.items():
-            if wait is kept.behind:
-                line.add(wid)
+            if id(wait) in lines:
+                in_line[wid] = lines[id(wait)]
             else:
-                line.discard(wid)
+                in_line.pop(wid, None)
                 shown[wid] = wait
-        shown.update(dict.fromkeys(line, kept.behind))
+        shown.update((wid, line_wait[line]) for wid, line in in_line.items())
         assert {w.id: shown[w.id] for w in queue if w.id in full.waits} == full.waits
         if len(queue):
             for w in data.draw(st.lists(st.sampled_from(list(queue)), unique=True), "leaving"):

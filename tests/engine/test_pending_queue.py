@@ -96,3 +96,50 @@ def test_the_lines_per_size_and_in_submission_order_follow_joins_and_leaves(ws, 
                 g: [span(v) for v in vs] for g, vs in sizes.items()}
         if at >= strict:
             assert list(queue.by_submission()) == sorted(pending.values(), key=submission_order)
+
+
+def _program(budget: str) -> str | None:
+    """A group per program; budgets the tree does not know have none."""
+    return None if budget.startswith("gone/") else budget.split("/")[0]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(timed, max_size=40), st.integers(0, 40))
+def test_the_queues_per_group_follow_joins_and_leaves_and_keep_their_identity(ws, asked):
+    """Each group's queue, first asked for at some point of the queue's life and kept from
+    then on, holds what is pending in that group, read in submission order and per size as a
+    queue of its own; a group's queue stays the same object once made, even while empty."""
+    from scheduler.engine.policies import submission_order
+
+    queue, pending, seen = PendingQueue(), {}, {}
+    for at, w in enumerate(ws):
+        if w.id in pending:
+            queue.remove(pending.pop(w.id))
+        else:
+            queue.add(w)
+            pending[w.id] = w
+        if at < asked:
+            continue
+        groups = queue.by_group(_program)
+        for group, kept in seen.items():
+            assert groups[group] is kept
+        seen.update(groups)
+        expected = {_program(v.budget) for v in pending.values()}
+        assert {g for g, q in groups.items() if len(q)} == expected
+        for group, kept in groups.items():
+            mine = sorted((v for v in pending.values() if _program(v.budget) == group),
+                          key=submission_order)
+            assert list(kept.by_submission()) == mine
+            assert {v.id for v in kept} == {v.id for v in mine}
+            assert kept.by_size() == {g: [v for v in mine if v.gpus == g]
+                                      for g in {v.gpus for v in mine}}
+
+
+def test_groups_asked_for_by_another_rule_are_made_afresh():
+    """Groups asked for by another rule are made afresh from what is pending."""
+    queue = PendingQueue([Workload("1", "p0/a", 1, 3600.0, True, 0.0),
+                          Workload("2", "p1/c", 1, 3600.0, True, 1.0)])
+    by_program = queue.by_group(_program)
+    by_leaf = queue.by_group(lambda budget: budget)
+    assert {g: [w.id for w in q] for g, q in by_program.items()} == {"p0": ["1"], "p1": ["2"]}
+    assert {g: [w.id for w in q] for g, q in by_leaf.items()} == {"p0/a": ["1"], "p1/c": ["2"]}

@@ -9,6 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -197,8 +198,6 @@ def _records(result) -> tuple[list, list]:
 
 def _read_whole_queue(jobs, shares, cluster, cfg):
     """The same simulation with every pass walking the whole queue in submission order."""
-    import pytest
-
     from scheduler.engine.policies import Policy
 
     with pytest.MonkeyPatch.context() as mp:
@@ -229,3 +228,38 @@ def test_fifo_backfill_read_per_size_replays_the_contended_philly_trace_as_the_w
     assert any(r.wait_s > 0 for r in per_size.jobs)  # contended: work waits, and hosts are held
     assert _records(per_size) == _records(
         _read_whole_queue(trace.jobs, trace.shares, cluster, cfg))
+
+
+def _read_lists_per_partition(jobs, shares, cluster, cfg):
+    """The same simulation with each partition's queue handed to its pass as a plain list,
+    walked whole in every pass."""
+    from scheduler.engine import partitions
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partitions, "PendingQueue", type("NotKept", (), {}))
+        return simulate(jobs, shares, cluster, cfg)
+
+
+def _philly_vcs_at_an_eighth() -> ClusterSpec:
+    """The Philly VCs with an eighth of their nodes each (at least one): contended."""
+    from scheduler.engine.traces import read_vc_sizes
+
+    hosts = []
+    for vc, nodes in read_vc_sizes().items():
+        hosts += [HostSpec(f"h{len(hosts):04d}", 8, f"vc-{vc}") for _ in range(max(1, nodes // 8))]
+    return ClusterSpec(hosts)
+
+
+@pytest.mark.parametrize("inside", ["fifo", "fifo-backfill"])
+def test_partitions_on_kept_queues_replay_the_contended_philly_trace_as_plain_lists(inside):
+    """Each partition reading its own kept queue (``PendingQueue.by_group``) gives every job
+    and run what handing each partition a plain list of its queue gives."""
+    from scheduler.engine.traces import PHILLY_TRACE, read_trace
+
+    trace = read_trace(PHILLY_TRACE, limit=1500)
+    cluster = _philly_vcs_at_an_eighth()
+    cfg = SimConfig(params=Params(policy="partitions", partition_policy=inside))
+    kept = simulate(trace.jobs, trace.shares, cluster, cfg)
+    assert sum(r.wait_s > 0 for r in kept.jobs) > 100  # contended inside the partitions
+    assert _records(kept) == _records(
+        _read_lists_per_partition(trace.jobs, trace.shares, cluster, cfg))
