@@ -358,9 +358,13 @@ class _Walk:
         holdings = Holdings(self.tree.fraction, healthy)
         # drained runs leave before the walk; the walk's own preemptions are among the moves
         drained = {id(d.run) for d in self.out.of(Preempt) if d.for_workload_id is None}
+        per_budget: dict[str, int] = {}  # summed first: a budget's ancestors are walked once
         for run in self.state.running:
             if run.workload.min_runtime > 0 and run.signalled_at is None and id(run) not in drained:
-                holdings.add(run.workload.budget, run.gpus)
+                budget = run.workload.budget
+                per_budget[budget] = per_budget.get(budget, 0) + run.gpus
+        for budget, gpus in per_budget.items():
+            holdings.add(budget, gpus)
         for leaf, gpus in self._moves:
             holdings.add(leaf, gpus)
         self._holdings = holdings
@@ -923,11 +927,11 @@ class _Walk:
         out = {}
         for h in hosts:
             memo = kept.get(h)
-            if memo is not None and memo[0] is runs[h] and memo[1] == preempts and not (
-                releasing.get(h) or h in started
+            if memo is not None and memo[0] is runs[h] and memo[1] == preempts and (
+                h not in started and not releasing.get(h)
             ):
                 times = memo[2]
-                j = (k if k >= 0 else k + len(free[h]) + len(times)) - len(free[h])
+                j = k - len(free[h]) if k >= 0 else k + len(times)  # counted past the free GPUs
                 if 0 <= j < len(times) and times[j][0] > now:
                     out[h] = times[j]
                     continue
@@ -938,16 +942,16 @@ class _Walk:
 
     def _hold(self, w: Workload) -> None:
         floor, g = self.floor, w.gpus
-        candidates = [h for h, size in floor.size.items()
-                      if h not in floor.held and size >= min(g, floor.largest)]
+        least, held = min(g, floor.largest), floor.held
+        candidates = [h for h, size in floor.size.items() if size >= least and h not in held]
         if g <= floor.largest:
             ready = self._readiness(candidates, w, g - 1)
             if not ready:
                 self.nohold = g
                 self._wait(w, self._why(w))
                 return
-            host = min(ready, key=lambda h: (ready[h], h))
-            hosts, (until, known) = [host], ready[host]
+            (until, known), host = min(zip(ready.values(), ready, strict=True))
+            hosts = [host]
         else:
             ready = self._readiness(candidates, w, -1)
             ready.update((h, (self.now, True)) for h in candidates if h not in ready)
@@ -999,9 +1003,13 @@ class _Walk:
     def _why(self, w: Workload) -> Wait:
         block = self.share_blocked.get(w.id)
         if block is not None:
-            shape = self._shape(w.gpus)
-            why = f"{shape}, {self._open_free()} free; {block.reason()}"
-            return Wait(why, "final share", (), None)
+            # one block keeps many workloads of a budget and size back in a pass: one wait
+            key = (w.gpus, self._open_free(), block)
+            wait = self._whys.get(key)
+            if wait is None:
+                why = f"{self._shape(w.gpus)}, {key[1]} free; {block.reason()}"
+                wait = self._whys[key] = Wait(why, "final share", (), None)
+            return wait
         return self._shared_why(w.gpus, w.min_runtime <= 0, w.budget)
 
     def _shared_why(self, g: int, unallocated: bool, budget: str) -> Wait:
