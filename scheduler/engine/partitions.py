@@ -40,6 +40,10 @@ class Partitioning:
         self._budget_group: dict[str, str | None] = {}
         self._known: set[Run] = set()
         self._runs: dict[str, list[Run]] = {name: [] for name in self.groups}
+        self._moves = dict.fromkeys(self.groups, 0)  # runs started and ended, per group
+        # groups with a draining host or a signalled run in the last split: their passes read
+        # the clock (grace periods, protections)
+        self._timed: set[str] = set()
 
     def group(self, budget: str) -> str | None:
         try:
@@ -66,10 +70,24 @@ class Partitioning:
         for run in self._known - current:
             group = self._run_group(run)
             self._runs[group] = [r for r in self._runs[group] if r is not run]
+            self._moves[group] += 1
         # new runs in a stable order (sets of runs iterate by memory address)
         for run in sorted(current - self._known, key=_run_order):
-            self._runs[self._run_group(run)].append(run)
+            group = self._run_group(run)
+            self._runs[group].append(run)
+            self._moves[group] += 1
         self._known = current
+
+    def inputs(self, group: str, part: ClusterState) -> tuple | None:
+        """What a pass inside ``group`` under a policy that reads no clock (strict, no
+        reservation) decides from: its kept queue as it stands, its runs, its hosts' states.
+        None when it reads more: a queue handed as a list, a draining host or a signalled run
+        (grace periods and protections run by the clock), claims."""
+        queue = part.pending
+        if not isinstance(queue, PendingQueue) or group in self._timed or part.claims:
+            return None
+        return (queue, queue.version, self._moves[group],
+                tuple(map(_state_of, self.groups[group])))
 
     def split(self, state: ClusterState) -> tuple[dict[str, ClusterState], list[Workload]]:
         """One state per group that has something to decide (a queue, a draining host or a
@@ -88,9 +106,11 @@ class Partitioning:
                 queues.setdefault(self.group(w.budget), []).append(w)
         homeless = list(queues.pop(None, ()))
         active = set(queues)
+        timed = self._timed = set()
         if HostState.DRAINING in map(_state_of, self.hosts):
-            active.update(h.group for h in self.hosts if h.state == HostState.DRAINING)
-        active.update(self._run_group(r) for r in state.running if r.signalled_at is not None)
+            timed.update(h.group for h in self.hosts if h.state == HostState.DRAINING)
+        timed.update(self._run_group(r) for r in state.running if r.signalled_at is not None)
+        active |= timed
         parts = {}
         for name in sorted(active):
             queue = queues.get(name, [])

@@ -47,7 +47,8 @@ class PendingQueue:
     what left; ``schedule`` also accepts a plain list and ranks it once."""
 
     __slots__ = ("_by_id", "_line", "_sizes", "_size_spans", "_leaves", "_unallocated",
-                 "_leaf_order", "_spans", "_joined", "taken", "_group_of", "_groups")
+                 "_leaf_order", "_spans", "_joined", "taken", "_group_of", "_groups",
+                 "version")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_id: dict[str, Workload] = {}
@@ -64,6 +65,7 @@ class PendingQueue:
         # leaf -> allocated work added since take_joined and still here, by id
         self._joined: dict[str, dict[str, Workload]] = {}
         self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
+        self.version = 0  # counts the workloads added and removed: the same count, the same queue
         # budget -> group, and each group's queue, kept from the first ``by_group`` on
         self._group_of: Callable[[str], str | None] | None = None
         self._groups: dict[str | None, PendingQueue] = {}
@@ -86,6 +88,7 @@ class PendingQueue:
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w
+        self.version += 1
         if self._group_of is not None:
             self._group(w).add(w)
         if self._line is not None:
@@ -105,6 +108,7 @@ class PendingQueue:
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
+        self.version += 1
         if self._group_of is not None:
             self._group(w).remove(w)
         line = self._line

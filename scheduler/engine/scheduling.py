@@ -79,7 +79,7 @@ class EngineMemo:
     """
 
     __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached",
-                 "release_times")
+                 "release_times", "quiet")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
@@ -93,6 +93,9 @@ class EngineMemo:
         # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
         # each GPU of those runs is expected free): ``_Walk._ready``
         self.release_times: dict[str, tuple] = {}
+        # a partition's last pass when it decided nothing, with what it read
+        # (``Partitioning.inputs``): while those stay the same, so does the pass
+        self.quiet: tuple[tuple, Pass] | None = None
 
     def follows(self, queue: PendingQueue) -> bool:
         """Whether the last pass walked ``queue`` and took its joined work last: what it left
@@ -161,11 +164,24 @@ def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) 
         raise PolicyError(f"policy {params.partition_policy!r} cannot run inside partitions: "
                           f"use one of {', '.join(PARTITION_POLICIES)}")
     inside = replace(params, policy=params.partition_policy)
+    policy = policy_of(inside.policy)
+    reads_clock = not policy.strict or policy.reservations > 0 or policy.preempts
     parts, homeless = partitioning.split(state)
     passes = {}
     for group, part in parts.items():
-        part.memo = memo.parts.get(group) or memo.parts.setdefault(group, EngineMemo())
-        passes[group] = schedule(part, tree, inside)
+        kept = part.memo = memo.parts.get(group) or memo.parts.setdefault(group, EngineMemo())
+        inputs = None if reads_clock else (partitioning.inputs(group, part), inside)
+        if inputs is not None and inputs[0] is not None and kept.quiet is not None and (
+            kept.quiet[0] == inputs
+        ):
+            passes[group] = kept.quiet[1]  # it would decide nothing again, and wait as it waits
+            continue
+        passes[group] = result = schedule(part, tree, inside)
+        kept.quiet = None
+        if inputs is not None and inputs[0] is not None and not result.decisions:
+            # a driver keeps the waits it was given: the same pass again lists none
+            kept.quiet = (inputs, Pass(heads=result.heads, behind=result.behind,
+                                       rest_unchanged=True))
     return partitioning.merge(passes, homeless)
 
 

@@ -250,7 +250,25 @@ def _philly_vcs_at_an_eighth() -> ClusterSpec:
     return ClusterSpec(hosts)
 
 
-@pytest.mark.parametrize("inside", ["fifo", "fifo-backfill"])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["fifo", "sjf", "fifo-backfill"]))
+def test_partitions_on_kept_queues_replay_as_plain_lists(scenario, inside):
+    """Each partition reading its own kept queue (``PendingQueue.by_group``), and a partition
+    whose queue, runs and hosts are as they were when its pass decided nothing not walked
+    again, give every job and run what handing each partition a plain list of its queue in
+    every pass gives, hosts failing and coming back included."""
+    from dataclasses import replace
+
+    cluster, shares, jobs, cfg = scenario
+    leaves = sorted({j.budget for j in jobs})  # one group per budget with work
+    cluster = replace(cluster, hosts=[replace(h, group=leaves[i % len(leaves)])
+                                      for i, h in enumerate(cluster.hosts)])
+    cfg = replace(cfg, params=replace(cfg.params, policy="partitions", partition_policy=inside))
+    assert _records(simulate(jobs, shares, cluster, cfg)) == _records(
+        _read_lists_per_partition(jobs, shares, cluster, cfg))
+
+
+@pytest.mark.parametrize("inside", ["fifo", "sjf", "fifo-backfill"])
 def test_partitions_on_kept_queues_replay_the_contended_philly_trace_as_plain_lists(inside):
     """Each partition reading its own kept queue (``PendingQueue.by_group``) gives every job
     and run what handing each partition a plain list of its queue gives."""
