@@ -61,7 +61,8 @@ class PendingQueue:
         self._unallocated: list[Workload] = []
         # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
         self._leaf_order: tuple[_Positions, frozenset[str], list[list[str]]] | None = None
-        self._spans: dict[str, dict[int, list[float]]] = {}  # leaf -> size -> spans, sorted
+        # leaf (None: the unallocated line) -> size -> spans, sorted
+        self._spans: dict[str | None, dict[int, list[float]]] = {None: {}}
         # leaf -> allocated work added since take_joined and still here, by id
         self._joined: dict[str, dict[str, Workload]] = {}
         self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
@@ -73,13 +74,13 @@ class PendingQueue:
         # sorted one insertion at a time)
         for w in workloads:
             self._by_id[w.id] = w
-            if w.min_runtime > 0:
-                self._leaves.setdefault(w.budget, []).append(w)
-                self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []).append(span(w))
-                self._joined.setdefault(w.budget, {})[w.id] = w
+            line = w.budget if w.min_runtime > 0 else None
+            if line is not None:
+                self._leaves.setdefault(line, []).append(w)
             else:
                 self._unallocated.append(w)
-                self._joined.setdefault(None, {})[w.id] = w
+            self._spans.setdefault(line, {}).setdefault(w.gpus, []).append(span(w))
+            self._joined.setdefault(line, {})[w.id] = w
         for line in (self._unallocated, *self._leaves.values()):
             line.sort(key=submission_order)
         for sizes in self._spans.values():
@@ -98,13 +99,13 @@ class PendingQueue:
             at = bisect_right(line, submission_order(w), key=submission_order)
             line.insert(at, w)
             self._size_spans.setdefault(w.gpus, []).insert(at, span(w))
-        if w.min_runtime > 0:
-            insort(self._leaves.setdefault(w.budget, []), w, key=submission_order)
-            insort(self._spans.setdefault(w.budget, {}).setdefault(w.gpus, []), span(w))
-            self._joined.setdefault(w.budget, {})[w.id] = w
+        line = w.budget if w.min_runtime > 0 else None
+        if line is not None:
+            insort(self._leaves.setdefault(line, []), w, key=submission_order)
         else:
             insort(self._unallocated, w, key=submission_order)
-            self._joined.setdefault(None, {})[w.id] = w
+        insort(self._spans.setdefault(line, {}).setdefault(w.gpus, []), span(w))
+        self._joined.setdefault(line, {})[w.id] = w
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
@@ -120,25 +121,19 @@ class PendingQueue:
             del line[at], self._size_spans[w.gpus][at]
             if not line:
                 del self._sizes[w.gpus], self._size_spans[w.gpus]
-        if w.min_runtime > 0:
-            line = self._leaves[w.budget]
-            del line[bisect_left(line, submission_order(w), key=submission_order)]
-            sizes = self._spans[w.budget]
-            spans = sizes[w.gpus]
-            del spans[bisect_left(spans, span(w))]
-            if not spans:
-                del sizes[w.gpus]
-            joined = self._joined.get(w.budget)
-            if joined:
-                joined.pop(w.id, None)
-            if not line:
-                del self._leaves[w.budget], self._spans[w.budget]
-        else:
-            line = self._unallocated
-            del line[bisect_left(line, submission_order(w), key=submission_order)]
-            joined = self._joined.get(None)
-            if joined:
-                joined.pop(w.id, None)
+        leaf = w.budget if w.min_runtime > 0 else None
+        line = self._leaves[leaf] if leaf is not None else self._unallocated
+        del line[bisect_left(line, submission_order(w), key=submission_order)]
+        sizes = self._spans[leaf]
+        spans = sizes[w.gpus]
+        del spans[bisect_left(spans, span(w))]
+        if not spans:
+            del sizes[w.gpus]
+        joined = self._joined.get(leaf)
+        if joined:
+            joined.pop(w.id, None)
+        if not line and leaf is not None:
+            del self._leaves[leaf], self._spans[leaf]
 
     def get(self, workload_id: str) -> Workload | None:
         return self._by_id.get(workload_id)
@@ -157,9 +152,16 @@ class PendingQueue:
         """How many budgets have allocated work waiting (Fair Tree matters from two on)."""
         return len(self._leaves)
 
-    def spans(self, leaf: str) -> dict[int, list[float]]:
-        """The waiting allocated work of ``leaf``: for each size, every ``span``, sorted."""
+    def spans(self, leaf: str | None) -> dict[int, list[float]]:
+        """The waiting allocated work of ``leaf`` (None: the unallocated work): for each size,
+        every ``span``, sorted."""
         return self._spans[leaf]
+
+    @property
+    def unallocated(self) -> list[Workload]:
+        """The unallocated work in submission order: the queue's own list, the last of
+        ``segments``."""
+        return self._unallocated
 
     def take_joined(self) -> dict[str | None, dict[str, Workload]]:
         """Work added (or added back) since the last call and still waiting, by id: allocated

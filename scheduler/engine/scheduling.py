@@ -88,7 +88,8 @@ class EngineMemo:
         # the kept queue the last pass walked, and its ``PendingQueue.taken`` then
         self.queue: PendingQueue | None = None
         self.taken = 0
-        self.tails: dict[str, _Tail] = {}  # leaf -> the rest of its line the last pass left out
+        # leaf (None: unallocated work) -> the rest of its line the last pass left out
+        self.tails: dict[str | None, _Tail] = {}
         self.reached: list[str] = []  # the workloads a strict line's last pass reached
         # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
         # each GPU of those runs is expected free): ``_Walk._ready``
@@ -136,7 +137,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
             walk.standing_if_any = Standing(tree, state.usage, state.capacity)
         segments = queue.segments(walk.standing_if_any)
         out.consider_in(line for _, line in segments)
-        tails: dict[str, _Tail] = {}
+        tails: dict[str | None, _Tail] = {}
         walk.run_leaves(queue, segments, memo.tails if memo and memo.follows(queue) else {},
                         tails)
         if memo is not None:
@@ -500,20 +501,25 @@ class _Walk:
         self,
         queue: PendingQueue,
         segments: list[tuple[str | None, list[Workload]]],
-        last: dict[str, _Tail],
-        tails: dict[str, _Tail],
+        last: dict[str | None, _Tail],
+        tails: dict[str | None, _Tail],
     ) -> None:
         """Fair share on a ``PendingQueue``: walk it leaf by leaf, and leave the rest of a
         leaf's line once none of it can start, claim, preempt nor hold (``_inert``, plan step 3
-        in notes/CONTENTION.md). ``last``: the tails the previous pass on this queue left out;
-        ``tails`` gets this pass's."""
+        in notes/CONTENTION.md); the unallocated line (key None) likewise, and before walking it
+        at all when none of it may start nor hold hosts, as at saturation. ``last``: the tails
+        the previous pass on this queue left out; ``tails`` gets this pass's."""
         joined = queue.take_joined()
         settled, waits = self._settled, self.out.waits
         for leaf, line in segments:
-            if leaf is None:
-                self.run(line)
+            if leaf is None and line is not queue.unallocated:
+                self.run(line)  # budgets tied at one rank, merged by submission
                 continue
             spans = queue.spans(leaf)
+            if leaf is None and line and self._inert(None, spans):
+                tails[None] = self._leave(queue, None, line, 0, last.get(None),
+                                          joined.get(None, {}))
+                continue
             for at, w in enumerate(line):
                 wait = settled(w)
                 if wait is not None:
@@ -525,7 +531,7 @@ class _Walk:
                                               joined.get(leaf, {}))
                     break
 
-    def _inert(self, leaf: str, spans: dict[int, list[float]]) -> bool:
+    def _inert(self, leaf: str | None, spans: dict[int, list[float]]) -> bool:
         """Whether ``consider`` would give every workload still in ``leaf``'s line its shared
         wait and change nothing else: nothing of its sizes fits on open hosts nor may take the
         reservation, none may backfill held hosts, none has a claim, and the victim search of
@@ -536,6 +542,10 @@ class _Walk:
         least = min(spans)
         if least < self.nofit or (self.holds_left > 0 and least < self.nohold):
             return False
+        if leaf is None:  # unallocated work neither claims nor preempts, and is out of a
+            # reservation's way at once (``_ends``): it may only backfill held hosts with room
+            return not self.floor.held or least > self._held_room() or (
+                self.now > self._held_until())
         if leaf in self.claimed_budgets:
             return False
         now, held = self.now, self.floor.held
@@ -580,7 +590,7 @@ class _Walk:
     def _leave(
         self,
         queue: PendingQueue,
-        leaf: str,
+        leaf: str | None,
         line: list[Workload],
         start: int,
         last: _Tail | None,
@@ -588,7 +598,7 @@ class _Walk:
     ) -> _Tail:
         """Give ``line[start:]`` its shared waits, leaving out (``Pass.rest_unchanged``) those
         whose wait is still the one the previous pass gave them, and return the tail."""
-        waits = {g: self._shared_why(g, False, leaf) for g in queue.spans(leaf)}
+        waits = {g: self._shared_why(g, leaf is None, leaf) for g in queue.spans(leaf)}
         first = submission_order(line[start])
         out = self.out.waits
         cut = len(line)
@@ -1028,13 +1038,15 @@ class _Walk:
             return wait
         return self._shared_why(w.gpus, w.min_runtime <= 0, w.budget)
 
-    def _shared_why(self, g: int, unallocated: bool, budget: str) -> Wait:
-        """The wait of every workload of this size, kind and budget that nothing else explains."""
+    def _shared_why(self, g: int, unallocated: bool, budget: str | None) -> Wait:
+        """The wait of every workload of this size, kind and budget (None: unallocated work,
+        whose wait names no budget) that nothing else explains."""
         # the reason depends only on the size, allocated or not, the budget (its label), the
         # free GPUs and whether hosts are held (holders[0] never changes once set)
         return self._wait_as(g, unallocated, budget, self._open_free(), bool(self.holders))
 
-    def _wait_as(self, g: int, unallocated: bool, budget: str, free: int, held: bool) -> Wait:
+    def _wait_as(self, g: int, unallocated: bool, budget: str | None, free: int,
+                 held: bool) -> Wait:
         """``_shared_why`` where the walk had ``free`` GPUs open and hosts ``held`` or not."""
         key = (g, unallocated, budget, free, held)
         wait = self._whys.get(key)
@@ -1046,7 +1058,8 @@ class _Walk:
         needs = f"needs {quantity(g, 'GPU')}"
         return needs if g <= self.floor.largest else f"{needs} on whole hosts"
 
-    def _format_why(self, g: int, unallocated: bool, budget: str, free: int, held: bool) -> Wait:
+    def _format_why(self, g: int, unallocated: bool, budget: str | None, free: int,
+                    held: bool) -> Wait:
         shape = self._shape(g)
         if unallocated:
             why, blocker = f"unallocated: {shape}, {free} idle", "unallocated"

@@ -143,3 +143,30 @@ def test_groups_asked_for_by_another_rule_are_made_afresh():
     by_leaf = queue.by_group(lambda budget: budget)
     assert {g: [w.id for w in q] for g, q in by_program.items()} == {"p0": ["1"], "p1": ["2"]}
     assert {g: [w.id for w in q] for g, q in by_leaf.items()} == {"p0/a": ["1"], "p1/c": ["2"]}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(timed, max_size=40))
+def test_the_spans_of_each_line_follow_joins_and_leaves(ws):
+    """Per line (a leaf's allocated work; None: the unallocated work), each size's spans are
+    those of what is pending there now, sorted; the unallocated line is the queue's own list."""
+    from scheduler.engine.pending import span
+    from scheduler.engine.policies import submission_order
+
+    queue, pending = PendingQueue(), {}
+    for w in ws:
+        if w.id in pending:
+            queue.remove(pending.pop(w.id))
+        else:
+            queue.add(w)
+            pending[w.id] = w
+        lines: dict[str | None, dict[int, list[float]]] = {None: {}}
+        for v in pending.values():
+            line = v.budget if v.min_runtime > 0 else None
+            lines.setdefault(line, {}).setdefault(v.gpus, []).append(span(v))
+        assert {line: queue.spans(line) for line in lines} == {
+            line: {g: sorted(spans) for g, spans in sizes.items()}
+            for line, sizes in lines.items()}
+        assert queue.unallocated == sorted(
+            (v for v in pending.values() if v.min_runtime <= 0), key=submission_order)
+        assert queue.segments(None)[-1][1] is queue.unallocated

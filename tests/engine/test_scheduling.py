@@ -307,6 +307,17 @@ def test_fair_share_backfills_unallocated_work_the_holder_may_preempt():
     assert list(started(result)) == ["free"]
 
 
+def test_unallocated_work_backfills_held_hosts_where_allocated_work_of_its_size_could_not():
+    """Allocated work of one GPU outlasts the reservation and waits; unallocated work of one
+    GPU is out of the holder's way at once and backfills."""
+    big = job("big", gpus=16, submitted=0)
+    long_small = job("long", gpus=1, submitted=1, duration=5000)
+    free = job("free", gpus=1, min_runtime=0, submitted=2)
+    result = one_pass(reserved_cluster(big, long_small, free), TWO)
+    assert list(started(result)) == ["free"]
+    assert "held for workload #big" in result.waiting["long"]
+
+
 def test_preempted_gpus_go_to_the_requester_after_grace_without_further_preemption():
     """Pass 1 signals the victim; pass 2 (in grace) changes nothing; pass 3 stops it and starts
     the requester on the very GPUs."""
