@@ -40,6 +40,12 @@ class Policy:
         return self.strict and self.order == "submission"
 
     @property
+    def reads_clock(self) -> bool:
+        """Whether time alone may change what a pass decides or says: when held hosts free
+        (a reservation), when protections and grace periods end (preemption)."""
+        return self.reservations > 0 or self.preempts
+
+    @property
     def backfill_line(self) -> bool:
         """Submission order with a reservation and backfill, nothing preempted nor counted
         against a quota: what may happen to a waiting workload depends only on its size and its

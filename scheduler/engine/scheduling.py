@@ -165,24 +165,22 @@ def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) 
         raise PolicyError(f"policy {params.partition_policy!r} cannot run inside partitions: "
                           f"use one of {', '.join(PARTITION_POLICIES)}")
     inside = replace(params, policy=params.partition_policy)
-    policy = policy_of(inside.policy)
-    reads_clock = not policy.strict or policy.reservations > 0 or policy.preempts
+    reads_clock = policy_of(inside.policy).reads_clock
     parts, homeless = partitioning.split(state)
     passes = {}
     for group, part in parts.items():
         kept = part.memo = memo.parts.get(group) or memo.parts.setdefault(group, EngineMemo())
-        inputs = None if reads_clock else (partitioning.inputs(group, part), inside)
-        if inputs is not None and inputs[0] is not None and kept.quiet is not None and (
-            kept.quiet[0] == inputs
-        ):
+        inputs = None if reads_clock else partitioning.inputs(group, part)
+        key = None if inputs is None else (inputs, inside)
+        if key is not None and kept.quiet is not None and kept.quiet[0] == key:
             passes[group] = kept.quiet[1]  # it would decide nothing again, and wait as it waits
             continue
         passes[group] = result = schedule(part, tree, inside)
         kept.quiet = None
-        if inputs is not None and inputs[0] is not None and not result.decisions:
+        if key is not None and not result.decisions:
             # a driver keeps the waits it was given: the same pass again lists none
-            kept.quiet = (inputs, Pass(heads=result.heads, behind=result.behind,
-                                       rest_unchanged=True))
+            kept.quiet = (key, Pass(heads=result.heads, behind=result.behind,
+                                    rest_unchanged=True))
     return partitioning.merge(passes, homeless)
 
 
