@@ -210,9 +210,11 @@ def history(db, settings):
 
 @pytest.fixture
 def recent(history, capacity_rollups):
-    """168 hourly samples up to this hour: 10 of 10 GPUs healthy (4 allocated, 2 unallocated)
-    except the last 24 hours, 5 healthy (3 allocated, 1 unallocated). proj-a1 waited 1 h with
-    2 GPUs and was charged 6 GPU-h: attainment 6 / min(entitlement, 8) = 75%."""
+    """169 hourly samples up to this hour (the first one, 7 days before this hour, puts a sample
+    in the day seven days ago at any hour of today): 10 of 10 GPUs healthy (4 allocated, 2
+    unallocated) except the last 24 hours, 5 healthy (3 allocated, 1 unallocated). proj-a1
+    waited 1 h with 2 GPUs and was charged 6 GPU-h: attainment 6 / min(entitlement, 8) =
+    75%."""
     now = timezone.now()
     base = now.replace(minute=0, second=0, microsecond=0)
     OccupancySample.objects.bulk_create(
@@ -221,9 +223,9 @@ def recent(history, capacity_rollups):
             available=5 if k < 24 else 10, allocated=3 if k < 24 else 4,
             unallocated=1 if k < 24 else 2, pending_workloads=0, pending_gpus=0,
         )
-        for k in range(168)
+        for k in range(169)
     )
-    capacity_rollups(history.cluster, base - timedelta(hours=167), base)
+    capacity_rollups(history.cluster, base - timedelta(hours=168), base)
     w = Workload.objects.create(
         name="recent", owner=history.users["researcher"], budget=history.proj_a1,
         cluster=history.cluster, gpus=2, min_runtime=3600, command="x",
