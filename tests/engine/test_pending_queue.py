@@ -55,6 +55,19 @@ def test_the_merged_order_is_the_sorted_order_through_joins_leaves_and_new_stand
 timed = st.builds(replace, workloads, duration=st.sampled_from([None, 60.0, 7200.0]))
 
 
+def _joins_and_leaves(queue: PendingQueue, ws: list[Workload]):
+    """Each of ``ws`` joins ``queue``, or leaves it if it is there; after each step, what is
+    pending by id."""
+    pending: dict[str, Workload] = {}
+    for w in ws:
+        if w.id in pending:
+            queue.remove(pending.pop(w.id))
+        else:
+            queue.add(w)
+            pending[w.id] = w
+        yield pending
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(timed, max_size=40, unique_by=lambda w: w.id), usages)
 def test_a_queue_built_at_once_is_the_queue_built_one_workload_at_a_time(ws, usage):
@@ -81,13 +94,8 @@ def test_the_lines_per_size_and_in_submission_order_follow_joins_and_leaves(ws, 
     from scheduler.engine.pending import span
     from scheduler.engine.policies import submission_order
 
-    queue, pending = PendingQueue(), {}
-    for at, w in enumerate(ws):
-        if w.id in pending:
-            queue.remove(pending.pop(w.id))
-        else:
-            queue.add(w)
-            pending[w.id] = w
+    queue = PendingQueue()
+    for at, pending in enumerate(_joins_and_leaves(queue, ws)):
         if at >= asked:
             line = sorted(pending.values(), key=submission_order)
             sizes = {g: [v for v in line if v.gpus == g] for g in {v.gpus for v in line}}
@@ -111,13 +119,8 @@ def test_the_queues_per_group_follow_joins_and_leaves_and_keep_their_identity(ws
     queue of its own; a group's queue stays the same object once made, even while empty."""
     from scheduler.engine.policies import submission_order
 
-    queue, pending, seen = PendingQueue(), {}, {}
-    for at, w in enumerate(ws):
-        if w.id in pending:
-            queue.remove(pending.pop(w.id))
-        else:
-            queue.add(w)
-            pending[w.id] = w
+    queue, seen = PendingQueue(), {}
+    for at, pending in enumerate(_joins_and_leaves(queue, ws)):
         if at < asked:
             continue
         groups = queue.by_group(_program)
@@ -153,13 +156,8 @@ def test_the_spans_of_each_line_follow_joins_and_leaves(ws):
     from scheduler.engine.pending import span
     from scheduler.engine.policies import submission_order
 
-    queue, pending = PendingQueue(), {}
-    for w in ws:
-        if w.id in pending:
-            queue.remove(pending.pop(w.id))
-        else:
-            queue.add(w)
-            pending[w.id] = w
+    queue = PendingQueue()
+    for pending in _joins_and_leaves(queue, ws):
         lines: dict[str | None, dict[int, list[float]]] = {None: {}}
         for v in pending.values():
             line = v.budget if v.min_runtime > 0 else None
