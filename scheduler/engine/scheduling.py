@@ -111,6 +111,13 @@ class EngineMemo:
             self.partitioning, self.parts = Partitioning(hosts), {}
         return self.partitioning
 
+    def part(self, group: str) -> EngineMemo:
+        """The memo of one partition's passes, made on first use."""
+        memo = self.parts.get(group)
+        if memo is None:
+            memo = self.parts[group] = EngineMemo()
+        return memo
+
 
 def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     policy = policy_of(params.policy)
@@ -169,7 +176,7 @@ def _schedule_partitions(state: ClusterState, tree: BudgetTree, params: Params) 
     parts, homeless = partitioning.split(state)
     passes = {}
     for group, part in parts.items():
-        kept = part.memo = memo.parts.get(group) or memo.parts.setdefault(group, EngineMemo())
+        kept = part.memo = memo.part(group)
         inputs = None if reads_clock else partitioning.inputs(group, part)
         key = None if inputs is None else (inputs, inside)
         if key is not None and kept.quiet is not None and kept.quiet[0] == key:
