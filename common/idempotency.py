@@ -5,9 +5,8 @@ header (``IdempotencyMiddleware``) and the submit form's one-time token both go 
 import hashlib
 from collections.abc import Callable
 from datetime import timedelta
-from functools import cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
@@ -17,10 +16,13 @@ from rest_framework.settings import api_settings
 
 from common.errors import ConflictError
 from common.models import IdempotencyKey
+from common.statements import insert
 
 HEADER = "Idempotency-Key"
 KEY_MAX = IdempotencyKey._meta.get_field("key").max_length
 KEPT_FOR = timedelta(hours=24)
+_ONE_PER_USER = next(c for c in IdempotencyKey._meta.constraints
+                     if c.name == "one_idempotency_key_per_user")
 
 
 class KeyReused(ConflictError):
@@ -72,10 +74,9 @@ def _claim(user, key: str, request_fingerprint: str):
     requests with one key queue on the row (the unique index, then the row lock of the
     take-over), so exactly one of them runs."""
     while True:
-        claim = _insert_unless_taken(
-            IdempotencyKey(user=user, key=key, fingerprint=request_fingerprint)
-        )
-        if claim is not None:
+        claim = IdempotencyKey(user=user, key=key, fingerprint=request_fingerprint)
+        # one statement, not an insert inside a savepoint that catches the duplicate (three)
+        if insert(claim, unless_taken=_ONE_PER_USER.fields):
             return claim, None
         first = IdempotencyKey.objects.filter(user=user, key=key).first()
         if first is None:
@@ -92,40 +93,6 @@ def _claim(user, key: str, request_fingerprint: str):
         if taken:
             first.refresh_from_db()
             return first, None
-
-
-@cache
-def _insert_unless_taken_sql() -> tuple[str, list]:
-    """The statement of ``_insert_unless_taken`` and the fields it sets, written once from the
-    model."""
-    meta = IdempotencyKey._meta
-    fields = [field for field in meta.concrete_fields if not field.primary_key]
-    quote = connection.ops.quote_name
-    unique = next(c for c in meta.constraints if c.name == "one_idempotency_key_per_user")
-    sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) "
-        f"ON CONFLICT ({', '.join(quote(meta.get_field(f).column) for f in unique.fields)}) "
-        f"DO NOTHING RETURNING {quote(meta.pk.column)}"
-    )
-    return sql, fields
-
-
-def _insert_unless_taken(claim: IdempotencyKey) -> IdempotencyKey | None:
-    """``claim`` saved, or None when its user already holds its key. One statement, written
-    by hand: the ORM can only catch the collision inside a savepoint (three statements), and
-    composing its insert cost more CPU than running it. Like the ORM's insert, it waits for
-    a concurrent request holding the same key to commit or roll back."""
-    sql, fields = _insert_unless_taken_sql()
-    values = [field.get_db_prep_save(field.pre_save(claim, True), connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    claim.pk = row[0]
-    claim._state.adding, claim._state.db = False, connection.alias
-    return claim
 
 
 def purge_expired(now) -> int:

@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db import connection, models
 from django.utils import timezone
 
+from common.statements import columns, from_row
+
 TOKEN_PREFIX = "ts_"
 
 
@@ -65,33 +67,18 @@ def active_token(token_digest: str) -> ApiToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    token = _from_row(ApiToken, token_columns, row[:len(token_columns)])
-    token.user = _from_row(ApiToken.user.field.related_model, user_columns,
-                           row[len(token_columns):])
+    token = from_row(ApiToken, token_columns, row[:len(token_columns)])
+    token.user = from_row(ApiToken.user.field.related_model, user_columns,
+                          row[len(token_columns):])
     return token
-
-
-def _from_row(model, columns, values):
-    converted = []
-    for value, (field, converters) in zip(values, columns, strict=True):
-        for converter in converters:
-            value = converter(value, field.cached_col, connection)
-        converted.append(value)
-    return model.from_db(connection.alias, [field.attname for field, _ in columns], converted)
 
 
 @functools.cache
 def _active_token_sql():
-    """The statement of ``active_token`` and, for each column it reads (every field of the
-    token, then of its user), its field and the database's converters (SQLite keeps dates as
-    text and booleans as integers)."""
+    """The statement of ``active_token`` and the columns it reads (``columns``): every field of
+    the token, then of its user."""
     quote = connection.ops.quote_name
     token, user = ApiToken._meta, ApiToken.user.field.related_model._meta
-
-    def columns(meta):
-        return [(field, connection.ops.get_db_converters(field.cached_col)
-                 + field.get_db_converters(connection)) for field in meta.concrete_fields]
-
     token_columns, user_columns = columns(token), columns(user)
     selected = [f"t.{quote(field.column)}" for field, _ in token_columns] + [
         f"u.{quote(field.column)}" for field, _ in user_columns

@@ -2,8 +2,12 @@
 
 import copy
 
+from django.utils.encoding import smart_str
 from rest_framework.exceptions import ValidationError
+from rest_framework.relations import SlugRelatedField
 from rest_framework.serializers import BaseSerializer
+
+from common.statements import by_unique
 
 
 def _has_nul(value) -> bool:
@@ -50,3 +54,36 @@ class FieldsBuiltOnce:
 def _holds_fields(field) -> bool:
     return isinstance(field, BaseSerializer) or hasattr(field, "child") or hasattr(
         field, "child_relation")
+
+
+class UniqueSlugField(SlugRelatedField):
+    """A ``SlugRelatedField`` on a unique column whose queryset is a whole table or none of it
+    (as ``restrict`` gives for reading): the row is read by a statement written once
+    (``common.statements.by_unique``), not composed by the ORM for every request, with the
+    same answers and the same errors. Any other queryset is asked as DRF asks it."""
+
+    def to_internal_value(self, data):
+        queryset = self.get_queryset()
+        if not _whole_table(queryset):
+            return super().to_internal_value(data)
+        try:
+            found = None if queryset.query.is_empty() else by_unique(
+                queryset.model, self.slug_field, data)
+        except (TypeError, ValueError):
+            self.fail("invalid")
+        if found is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=smart_str(data))
+        return found
+
+
+def _whole_table(queryset) -> bool:
+    """Whether ``queryset`` reads every row of its model's table as plain instances (or none:
+    ``none()``), so that a lookup by a unique column needs nothing of it but the model."""
+    query = queryset.query
+    return (
+        (not query.where or query.is_empty())
+        and not query.select_related
+        and not query.annotations
+        and query.deferred_loading == (frozenset(), True)
+        and not queryset._prefetch_related_lookups
+    )

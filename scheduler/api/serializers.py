@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import BudgetNode
-from common.api.base import FieldsBuiltOnce
+from common.api.base import FieldsBuiltOnce, UniqueSlugField
 from fleet.models import Cluster, Host, HostEvent
 from scheduler.models import GPUS_MAX, SECONDS_MAX, Event, Run, Workload
 from scheduler.permissions import visible_workload_ids
@@ -96,11 +96,11 @@ class SubmitSerializer(FieldsBuiltOnce, serializers.Serializer):
     """A workload to queue. Durations are in seconds."""
 
     name = serializers.CharField(max_length=100)
-    budget = serializers.SlugRelatedField(
+    budget = UniqueSlugField(
         slug_field="path", queryset=BudgetNode.objects.all(),
         help_text="Path of a budget leaf you are a member of, e.g. org/prog-a/proj-a1.",
     )
-    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    cluster = UniqueSlugField(slug_field="name", queryset=Cluster.objects.all())
     gpus = serializers.IntegerField(min_value=1, max_value=GPUS_MAX)
     min_runtime = serializers.IntegerField(
         min_value=0, max_value=SECONDS_MAX,
