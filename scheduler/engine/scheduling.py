@@ -323,8 +323,9 @@ class _Walk:
         self.holds_left = policy_of(params.policy).reservations
         self.holders: list[str] = []
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
-        # leaf -> (size, end) of a request that found no victim set: larger, later ones skip
-        self.cannot_preempt: dict[str, tuple[int, float]] = {}
+        # leaf -> the smallest sizes that found no victims (``_found_nothing``): with every host
+        # open to them, and with the held hosts closed to them; larger requests skip the search
+        self.cannot_preempt: dict[str, tuple[float, float]] = {}
         self.nohold = math.inf  # smallest size no hosts could be held for
         # smallest size that found no room on held hosts in time for the reservation: there is one
         # reservation, so every request out of the way by then sees the same hosts
@@ -561,15 +562,14 @@ class _Walk:
                 return False
             (start,) = starts
             room, until, grace = self._held_room(), self._held_until(), self.params.grace
-        size, until_cp = self.cannot_preempt.get(leaf, _NEVER)
         # a search on this floor and holdings that found no victims, the final-share rule aside
         nothing = ((self.floor.generation, self._moved), None)
         # the search that kept the leaf walking last time most often still does: ask it first
         last = self._uncovered.get(leaf)
         if last is not None:
             g, opening, ends = last
-            if self._searched.get((leaf, g, opening)) != nothing and not (
-                g >= size and ends >= until_cp
+            if self._searched.get((leaf, g, opening)) != nothing and not self._found_nothing(
+                leaf, g, ends
             ):
                 return False
         for g, line in spans.items():
@@ -586,7 +586,7 @@ class _Walk:
             for opening, ends in openings:
                 if self._searched.get((leaf, g, opening)) == nothing:
                     continue
-                if g >= size and ends >= until_cp:
+                if self._found_nothing(leaf, g, ends):
                     continue
                 self._uncovered[leaf] = (g, opening, ends)
                 return False
@@ -645,10 +645,10 @@ class _Walk:
             if g <= self._held_room() and ends <= self._held_until():
                 return None  # it may backfill
             ends += self.params.grace
-        if self.policy == "fairshare" and w.min_runtime > 0:
-            size, until = self.cannot_preempt.get(w.budget, _NEVER)
-            if g < size or ends < until:
-                return None  # it may find victims
+        if self.policy == "fairshare" and w.min_runtime > 0 and not self._found_nothing(
+            w.budget, g, ends
+        ):
+            return None  # it may find victims
         return self._why(w)
 
     def consider(self, w: Workload) -> None:
@@ -816,9 +816,8 @@ class _Walk:
         g = w.gpus
         # a held host is open to it if it is out of the way in time, grace period included
         ends = self._ends(w) + self.params.grace if self.floor.held else math.inf
-        size, until = self.cannot_preempt.get(w.budget, _NEVER)
-        if g >= size and ends >= until:
-            return None  # a smaller, shorter request of the same budget found nothing
+        if self._found_nothing(w.budget, g, ends):
+            return None  # a request of its budget no larger, with no fewer hosts, found none
         # the search depends on the request only through its budget, its size and the held
         # hosts open to it: the same search on an unchanged floor and holdings ends the same
         searched = (w.budget, g, self._opening(ends))
@@ -838,14 +837,33 @@ class _Walk:
 
     def _found_none(self, w: Workload, block: FinalShareBlock | None, ends: float) -> None:
         """No victims for ``w``: because of the final-share rule (``block``, a reason to give),
-        or because there are none, and then none for a larger, longer request of its budget."""
+        or because there are none, and then none for a larger request of its budget on the same
+        hosts or fewer (``_found_nothing``)."""
         if block is not None:
             self.share_blocked[w.id] = block
             return None
-        size, until = self.cannot_preempt.get(w.budget, _NEVER)
-        if w.gpus <= size and ends <= until:
-            self.cannot_preempt[w.budget] = (w.gpus, ends)
+        wide, narrow = self.cannot_preempt.get(w.budget, _NEVER)
+        if self._held_closed(ends):
+            narrow = min(narrow, w.gpus)
+        else:
+            wide = min(wide, w.gpus)
+        self.cannot_preempt[w.budget] = (wide, narrow)
         return None
+
+    def _found_nothing(self, budget: str, g: int, ends: float) -> bool:
+        """Whether a request of ``budget`` for ``g`` GPUs, out of the way by ``ends``, can
+        skip its victim search: a request of the budget no larger found no victims on this
+        pass's floor with every host open to it, or with the held hosts closed to it as they
+        are to this one. Fewer GPUs to free and more hosts to free them on only add choices;
+        a hold closes hosts to later requests and opens none (those out of the way in time see
+        every host, as before it), so no hold makes a recorded verdict wrong."""
+        wide, narrow = self.cannot_preempt.get(budget, _NEVER)
+        return g >= wide or (g >= narrow and self._held_closed(ends))
+
+    def _held_closed(self, ends: float) -> bool:
+        """Whether the held hosts are closed to a request out of the way by ``ends``: it would
+        not be gone before the reservation starts (``victims_for``'s rule)."""
+        return bool(self.floor.held) and ends > self._held_until()
 
     def _opening(self, ends: float) -> float:
         """The earliest reservation a requester out of the way by ``ends`` may still use: the

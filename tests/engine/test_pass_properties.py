@@ -302,6 +302,29 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
 
 @SETTINGS
 @given(st.one_of(scenarios(), contended()))
+def test_a_budget_skipping_searches_after_finding_no_victims_decides_as_searching(case):
+    """A request skips its victim search when a request of its budget no larger found none on
+    the hosts open to it, or on more (every host, where the held ones are closed to it):
+    decisions, reasons and waits are those of every request searching."""
+    import pytest
+
+    from scheduler.engine import scheduling
+
+    state, tree, params = case
+    skipping = schedule(state, tree, params)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduling._Walk, "_found_nothing", lambda walk, budget, g, ends: False)
+        searching = schedule(state, tree, params)
+    assert [(type(d).__name__, d.reason) for d in skipping.decisions] == [
+        (type(d).__name__, d.reason) for d in searching.decisions
+    ]
+    assert _summary(skipping) == _summary(searching)
+    assert skipping.waits == searching.waits
+    assert skipping.share_blocked == searching.share_blocked
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), contended()))
 def test_a_victim_search_remembered_for_an_unchanged_floor_decides_as_searching_again(case):
     """A search that found no victims is not repeated for the same budget, size and open hosts
     while the floor and holdings are unchanged: decisions, reasons and waits are those of

@@ -338,6 +338,19 @@ def test_requester_that_would_outlast_the_reservation_leaves_a_held_host_alone()
     assert "hosts held for workload #big" in result.waiting["dbg"]
 
 
+def test_a_request_outlasting_the_reservation_finds_no_victims_without_stopping_a_short_one():
+    # c/c1's long request, ahead in its line, may not use the held hosts and finds no victims
+    # elsewhere; its short request may use them: it searches anew and displaces the
+    # unallocated work on h1
+    st = _held_floor_state(600.0)
+    st.pending.append(job("long", "c/c1", gpus=1, min_runtime=900, duration=6 * HOUR,
+                          submitted=NOW - 60))
+    result = one_pass(st, THREE)
+    assert preempted(result) == ["free"]
+    assert result.waiting["dbg"].startswith("preempting 1 run(s) on h1")
+    assert "hosts held for workload #big" in result.waiting["long"]
+
+
 def test_debug_job_of_an_over_used_program_waits_for_a_branch_within_entitlement():
     # c/c1 at 150% asks for one GPU; b/b1 (90%, past protection) fills the host: b ranks
     # above c and is within its entitlement, so nothing may be preempted
