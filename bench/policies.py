@@ -31,23 +31,13 @@ from scheduler.engine.traces import (  # noqa: E402
     PHILLY_OCT_NOV_2017,
     PHILLY_TRACE,
     ClusterSpec,
-    HostSpec,
+    cluster_from_sizes,
     parse_cluster,
     read_trace,
-    read_vc_sizes,
 )
 
 HELIOS = {"fifo": (11_585.6, 104.9, 366.0), "sjf": (11_543.4, 62.7, 147.0)}
 CONTENDED_GOALS = {"fifo": 10.0, "fifo-backfill": 20.0}
-
-
-def philly_at(fraction: int) -> ClusterSpec:
-    """The Philly VCs with 1/fraction of their nodes each (at least one), 8 GPUs a node."""
-    hosts = []
-    for vc, nodes in read_vc_sizes().items():
-        for _ in range(max(1, nodes // fraction)):
-            hosts.append(HostSpec(f"h{len(hosts):04d}", 8, f"vc-{vc}"))
-    return ClusterSpec(hosts, source=f"philly VCs at 1/{fraction}")
 
 
 def replay(label: str, trace, cluster: ClusterSpec, params: Params, goal: float | None = None):
@@ -95,7 +85,8 @@ def main() -> None:
                    Params(policy=policy), CONTENDED_GOALS[policy])
         trace = read_trace(PHILLY_TRACE, limit=a.partitions_limit or None)
         jobs = f"first {a.partitions_limit}" if a.partitions_limit else "all"
-        replay(f"contended 352 GPUs, {jobs} jobs: partitions/VC", trace, philly_at(8),
+        replay(f"contended 352 GPUs, {jobs} jobs: partitions/VC", trace,
+               cluster_from_sizes(fraction=8),
                Params(policy="partitions"))
 
 

@@ -461,15 +461,17 @@ class ClusterSpec:
         )
 
 
-def cluster_from_sizes(path: Path | str = PHILLY_SIZES) -> ClusterSpec:
-    """The Philly cluster: per VC, its nodes of 8 GPUs; the VC is the host's network group."""
+def cluster_from_sizes(path: Path | str = PHILLY_SIZES, fraction: int = 1) -> ClusterSpec:
+    """The Philly cluster: per VC, its nodes of 8 GPUs; the VC is the host's network group.
+    ``fraction``: each VC with 1/fraction of its nodes, rounded up (a contended cluster with
+    the same partitions)."""
     hosts = []
     for vc, nodes in read_vc_sizes(path).items():
-        for _ in range(nodes):
+        for _ in range(-(-nodes // fraction)):
             hosts.append(HostSpec(f"h{len(hosts):04d}", 8, f"vc-{vc}"))
     if not hosts:
         raise TraceError(f"{path}: no hosts")
-    return ClusterSpec(hosts, source=str(path))
+    return ClusterSpec(hosts, source=str(path) if fraction == 1 else f"{path} at 1/{fraction}")
 
 
 _SPEC = re.compile(r"^(\d+)x(\d+)(?:/(\d+))?$")

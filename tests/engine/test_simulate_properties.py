@@ -240,16 +240,6 @@ def _read_lists_per_partition(jobs, shares, cluster, cfg):
         return simulate(jobs, shares, cluster, cfg)
 
 
-def _philly_vcs_at_an_eighth() -> ClusterSpec:
-    """The Philly VCs with an eighth of their nodes each (at least one): contended."""
-    from scheduler.engine.traces import read_vc_sizes
-
-    hosts = []
-    for vc, nodes in read_vc_sizes().items():
-        hosts += [HostSpec(f"h{len(hosts):04d}", 8, f"vc-{vc}") for _ in range(max(1, nodes // 8))]
-    return ClusterSpec(hosts)
-
-
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.sampled_from(["fifo", "sjf", "fifo-backfill"]))
 def test_partitions_on_kept_queues_replay_as_plain_lists(scenario, inside):
@@ -272,10 +262,10 @@ def test_partitions_on_kept_queues_replay_as_plain_lists(scenario, inside):
 def test_partitions_on_kept_queues_replay_the_contended_philly_trace_as_plain_lists(inside):
     """Each partition reading its own kept queue (``PendingQueue.by_group``) gives every job
     and run what handing each partition a plain list of its queue gives."""
-    from scheduler.engine.traces import PHILLY_TRACE, read_trace
+    from scheduler.engine.traces import PHILLY_TRACE, cluster_from_sizes, read_trace
 
     trace = read_trace(PHILLY_TRACE, limit=1500)
-    cluster = _philly_vcs_at_an_eighth()
+    cluster = cluster_from_sizes(fraction=8)  # an eighth of each VC's nodes: contended
     cfg = SimConfig(params=Params(policy="partitions", partition_policy=inside))
     kept = simulate(trace.jobs, trace.shares, cluster, cfg)
     assert sum(r.wait_s > 0 for r in kept.jobs) > 100  # contended inside the partitions

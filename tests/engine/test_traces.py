@@ -11,6 +11,7 @@ from scheduler.engine.traces import (
     PHILLY_TRACE,
     ConversionRule,
     TraceError,
+    cluster_from_sizes,
     is_debug,
     job_class,
     load_tree,
@@ -174,3 +175,11 @@ def test_clusters():
     assert c.total_gpus == 40 and len({h.group for h in c.hosts}) == 3
     with pytest.raises(TraceError, match="bad cluster"):
         parse_cluster("lots")
+
+
+def test_a_fraction_of_each_vc_keeps_every_vc_with_a_share_of_its_nodes(tmp_path):
+    sizes = write(tmp_path, "sizes.csv", "vc,nodes\na,16\nb,9\nc,1\n")
+    cluster = cluster_from_sizes(sizes, fraction=8)
+    per_vc = {g: sum(h.group == g for h in cluster.hosts) for g in ("vc-a", "vc-b", "vc-c")}
+    assert per_vc == {"vc-a": 2, "vc-b": 2, "vc-c": 1}  # 16/8, 9/8 and 1/8 rounded up
+    assert {h.gpus for h in cluster.hosts} == {8}
