@@ -212,6 +212,28 @@ def _summary(result):
     return out, result.waiting
 
 
+def _decide_alike(one, other) -> None:
+    """The two passes make the same decisions, with the same reasons, and list the same waits
+    (``_summary``)."""
+    assert [(type(d).__name__, d.reason) for d in one.decisions] == [
+        (type(d).__name__, d.reason) for d in other.decisions
+    ]
+    assert _summary(one) == _summary(other)
+
+
+def _walked_with(case, **methods):
+    """A pass over ``case`` with these methods of the walk replaced."""
+    import pytest
+
+    from scheduler.engine import scheduling
+
+    state, tree, params = case
+    with pytest.MonkeyPatch.context() as mp:
+        for name, method in methods.items():
+            mp.setattr(scheduling._Walk, name, method)
+        return schedule(state, tree, params)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.randoms(use_true_random=False))
 def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
@@ -254,25 +276,17 @@ def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
 def test_cached_waiting_reasons_are_those_formatted_afresh(case):
     """The cached waiting reasons give the same decisions, reasons and waits as formatting
     every reason afresh."""
-    import pytest
-
     from scheduler.engine import scheduling
 
-    state, tree, params = case
-    fast = schedule(state, tree, params)
+    fast = schedule(*case)
     cached = scheduling._Walk._why
 
     def afresh(walk, w):
         walk._whys.clear()
         return cached(walk, w)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scheduling._Walk, "_why", afresh)
-        plain = schedule(state, tree, params)
-    assert [(type(d).__name__, d.reason) for d in fast.decisions] == [
-        (type(d).__name__, d.reason) for d in plain.decisions
-    ]
-    assert _summary(fast) == _summary(plain)
+    plain = _walked_with(case, _why=afresh)
+    _decide_alike(fast, plain)
     assert fast.order == plain.order
 
 
@@ -282,20 +296,10 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     """Past the point where nothing more can start, preempt or hold, the walk gives the rest of
     the queue shared waits, and leaves the rest of a leaf's line once none of it can: decisions,
     reasons and waits are those of considering each one."""
-    import pytest
-
-    from scheduler.engine import scheduling
-
-    state, tree, params = case
-    stopped = schedule(state, tree, params)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scheduling._Walk, "_settled", lambda walk, w: None)
-        mp.setattr(scheduling._Walk, "_inert", lambda walk, leaf, spans: False)
-        full = schedule(state, tree, params)
-    assert [(type(d).__name__, d.reason) for d in stopped.decisions] == [
-        (type(d).__name__, d.reason) for d in full.decisions
-    ]
-    assert _summary(stopped) == _summary(full)
+    stopped = schedule(*case)
+    full = _walked_with(case, _settled=lambda walk, w: None,
+                        _inert=lambda walk, leaf, spans: False)
+    _decide_alike(stopped, full)
     assert stopped.waits == full.waits
     assert stopped.claims == full.claims
 
@@ -306,19 +310,9 @@ def test_a_budget_skipping_searches_after_finding_no_victims_decides_as_searchin
     """A request skips its victim search when a request of its budget no larger found none on
     the hosts open to it, or on more (every host, where the held ones are closed to it):
     decisions, reasons and waits are those of every request searching."""
-    import pytest
-
-    from scheduler.engine import scheduling
-
-    state, tree, params = case
-    skipping = schedule(state, tree, params)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scheduling._Walk, "_found_nothing", lambda walk, budget, g, ends: False)
-        searching = schedule(state, tree, params)
-    assert [(type(d).__name__, d.reason) for d in skipping.decisions] == [
-        (type(d).__name__, d.reason) for d in searching.decisions
-    ]
-    assert _summary(skipping) == _summary(searching)
+    skipping = schedule(*case)
+    searching = _walked_with(case, _found_nothing=lambda walk, budget, g, ends: False)
+    _decide_alike(skipping, searching)
     assert skipping.waits == searching.waits
     assert skipping.share_blocked == searching.share_blocked
 
@@ -331,20 +325,10 @@ def test_a_victim_search_remembered_for_an_unchanged_floor_decides_as_searching_
     searching afresh for every waiting workload."""
     import itertools
 
-    import pytest
-
-    from scheduler.engine import scheduling
-
-    state, tree, params = case
-    remembered = schedule(state, tree, params)
+    remembered = schedule(*case)
     never_equal = itertools.count()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scheduling._Walk, "_opening", lambda walk, ends: next(never_equal))
-        afresh = schedule(state, tree, params)
-    assert [(type(d).__name__, d.reason) for d in remembered.decisions] == [
-        (type(d).__name__, d.reason) for d in afresh.decisions
-    ]
-    assert _summary(remembered) == _summary(afresh)
+    afresh = _walked_with(case, _opening=lambda walk, ends: next(never_equal))
+    _decide_alike(remembered, afresh)
     assert remembered.waits == afresh.waits
     assert remembered.share_blocked == afresh.share_blocked
 
@@ -362,10 +346,7 @@ def test_a_pass_on_a_kept_queue_decides_exactly_what_a_pass_on_a_list_decides(ca
     listed = schedule(state, tree, params)
     kept = schedule(replace(state, pending=PendingQueue(state.pending)), tree, params)
     assert kept.order == listed.order
-    assert [(type(d).__name__, d.reason) for d in kept.decisions] == [
-        (type(d).__name__, d.reason) for d in listed.decisions
-    ]
-    assert _summary(kept) == _summary(listed)
+    _decide_alike(kept, listed)
     assert kept.waits == listed.waits
 
 
