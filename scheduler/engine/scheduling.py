@@ -869,8 +869,9 @@ class _Walk:
         """The earliest reservation a requester out of the way by ``ends`` may still use: the
         hosts open to it are exactly those held from then on or not held at all. A pass makes
         one reservation, so every held host is held from the same moment."""
-        until = self._held_until()
-        return until if until >= ends else math.inf
+        if self.floor.held and not self._held_closed(ends):
+            return self._held_until()
+        return math.inf
 
     def _claim(self, w: Workload, victims: Victims) -> None:
         floor = self.floor

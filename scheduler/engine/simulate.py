@@ -860,7 +860,7 @@ class Simulator:
                 rec = self.jobs.get(wid)
                 if rec is None:
                     continue
-                line = lines.get(id(wait), _OFF_LINE) if lines else _OFF_LINE
+                line = lines.get(id(wait), _OFF_LINE)
                 if line is not _OFF_LINE:
                     in_line[wid] = line
                 else:
