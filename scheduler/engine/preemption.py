@@ -291,26 +291,41 @@ class Reach:
     requester learns why it may not preempt (``Rules.blocked``).
     """
 
-    __slots__ = ("key", "requester", "allowed", "kept", "open", "bound", "refused")
+    __slots__ = ("key", "requester", "allowed", "kept", "allows", "keeps", "open", "bound",
+                 "refused")
 
     def __init__(self, key: tuple, requester: Workload, board: Board):
         self.key, self.requester = key, requester
         lines = board.lines(requester)
-        breaks = board.rules.movable(requester, lines, board.pair_gpus)
+        outranked = lines.outranked
+        if outranked.any():
+            breaks = board.rules.movable(requester, lines, board.pair_gpus)
+            allowed, kept = outranked & ~breaks, outranked & breaks
+        else:
+            allowed = kept = outranked
+        self.allows, self.keeps = bool(allowed.any()), bool(kept.any())
         # one more entry, False, for the slot id -1 (no candidate)
-        self.allowed = np.append(lines.outranked & ~breaks, False)
-        self.kept = np.append(lines.outranked & breaks, False)
-        self.open = board.within + np.where(self.allowed[board.pair], board.gpus, 0).sum(axis=1)
-        kept = self.kept[board.pair]
-        self.bound = self.open + np.where(kept, board.gpus, 0).sum(axis=1)
-        self.refused = kept.any(axis=1)
+        self.allowed = np.append(allowed, False)
+        self.kept = np.append(kept, False)
+        # a requester that may displace no allocated run, as most may not at saturation, reads
+        # the board's own row: what is free, being released or unallocated
+        self.open = board.within
+        if self.allows:
+            self.open = self.open + np.where(self.allowed[board.pair], board.gpus, 0).sum(axis=1)
+        self.bound, self.refused = self.open, board.unrefused
+        if self.keeps:
+            kept_here = self.kept[board.pair]
+            self.bound = self.open + np.where(kept_here, board.gpus, 0).sum(axis=1)
+            self.refused = kept_here.any(axis=1)
 
     def patch(self, i: int, within: int, ids: np.ndarray, gpus: np.ndarray) -> None:
-        allowed = int(np.where(self.allowed[ids], gpus, 0).sum())
-        kept = self.kept[ids]
-        self.open[i] = within + allowed
-        self.bound[i] = self.open[i] + int(np.where(kept, gpus, 0).sum())
-        self.refused[i] = kept.any()
+        """Bring host ``i``'s entries up to date; a row read from the board already is."""
+        if self.allows:
+            self.open[i] = within + int(np.where(self.allowed[ids], gpus, 0).sum())
+        if self.keeps:
+            kept = self.kept[ids]
+            self.bound[i] = self.open[i] + int(np.where(kept, gpus, 0).sum())
+            self.refused[i] = kept.any()
 
     def takes(self, run: Run, board: Board) -> bool:
         """Whether the requester may displace ``run``, a candidate (``Rules.candidate``: not
@@ -377,6 +392,7 @@ class Board:
         self.over = np.array(over)  # most over-used candidate ratio on the host
         self.pair = np.array(pair, dtype=np.int64).reshape(n, width)  # candidates, by pair id
         self.gpus = np.array(gpus, dtype=np.int64).reshape(n, width)  # their GPUs on the host
+        self.unrefused = np.zeros(n, dtype=bool)  # ``Reach.refused`` of a requester refused nothing
         floor.dirty.clear()
 
     def sync(self) -> None:
