@@ -62,8 +62,9 @@ _id_of = attrgetter("id")
 _signalled_at = attrgetter("signalled_at")
 _state_of = attrgetter("state")
 # the rest of a leaf's line from the workload with this submission key on, and the wait of each
-# size there: every workload of it that has not joined since has that wait
-_Tail = tuple[tuple[float, str], dict[int, Wait]]
+# size there: every workload of it that has not joined since has that wait (None: the waits of
+# one size differed by the held hosts open to each, and the next pass lists them all again)
+_Tail = tuple[tuple[float, str], dict[int, Wait] | None]
 _NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
 
 
@@ -538,13 +539,13 @@ class _Walk:
                     break
 
     def _inert(self, leaf: str | None, spans: dict[int, list[float]]) -> bool:
-        """Whether ``consider`` would give every workload still in ``leaf``'s line its shared
-        wait and change nothing else: nothing of its sizes fits on open hosts nor may take the
-        reservation, none may backfill held hosts, none has a claim, and the victim search of
-        each size and opening is one that already found no victims on this floor and holdings
-        (not one the final-share rule refused: that gives a wait of its own), or one its budget
-        skips (``cannot_preempt``). Judged on the leaf's whole line, so it only errs on the side
-        of walking on."""
+        """Whether ``consider`` would give every workload still in ``leaf``'s line the wait
+        ``_settled`` gives it and change nothing else: nothing of its sizes fits on open hosts
+        nor may take the reservation, none may backfill held hosts, none has a claim, and the
+        victim search of each size and opening is one its budget skips (``cannot_preempt``) or
+        one already made on this floor and holdings, which found no victims or was refused by
+        the final-share rule. Judged on the leaf's whole line, so it only errs on the side of
+        walking on."""
         least = min(spans)
         if least < self.nofit or (self.holds_left > 0 and least < self.nohold):
             return False
@@ -555,42 +556,43 @@ class _Walk:
         if leaf in self.claimed_budgets:
             return False
         now, held = self.now, self.floor.held
-        start = math.inf  # the one reservation start, when hosts are held
         if held:
-            starts = set(held.values())
-            if len(starts) > 1:
+            if len(set(held.values())) > 1:
                 return False
-            (start,) = starts
-            room, until, grace = self._held_room(), self._held_until(), self.params.grace
-        # a search on this floor and holdings that found no victims, the final-share rule aside
-        nothing = ((self.floor.generation, self._moved), None)
+            room, until = self._held_room(), self._held_until()
+        seen = self._seen()
         # the search that kept the leaf walking last time most often still does: ask it first
         last = self._uncovered.get(leaf)
-        if last is not None:
-            g, opening, ends = last
-            if self._searched.get((leaf, g, opening)) != nothing and not self._found_nothing(
-                leaf, g, ends
-            ):
-                return False
+        if last is not None and not self._decided(leaf, *last, seen):
+            return False
         for g, line in spans.items():
-            if held:
-                if g <= room and now + line[0] <= until:
-                    return False  # may backfill
-                # the same ends as ``_victims``: those in time for the reservation, the others
-                cut = bisect_right(line, start, key=lambda s: now + s + grace)
-                openings = [(start, now + line[0] + grace)] if cut else []
-                if cut < len(line):
-                    openings.append((math.inf, now + line[cut] + grace))
-            else:
-                openings = [(math.inf, math.inf)]
-            for opening, ends in openings:
-                if self._searched.get((leaf, g, opening)) == nothing:
-                    continue
-                if self._found_nothing(leaf, g, ends):
-                    continue
-                self._uncovered[leaf] = (g, opening, ends)
-                return False
+            if held and g <= room and now + line[0] <= until:
+                return False  # may backfill
+            for opening, ends in self._openings(line):
+                if not self._decided(leaf, g, opening, ends, seen):
+                    self._uncovered[leaf] = (g, opening, ends)
+                    return False
         return True
+
+    def _openings(self, spans: list[float]) -> list[tuple[float, float]]:
+        """The victim searches that waiting workloads of one size with these ``spans`` (sorted)
+        would make, as (opening, ends) of the first to make each: with hosts held, one for
+        those out of the way in time for the reservation and one for the others (the ends
+        ``_victims`` finds)."""
+        if not self.floor.held:
+            return [(math.inf, math.inf)]
+        now, start, grace = self.now, self._held_until(), self.params.grace
+        cut = bisect_right(spans, start, key=lambda s: now + s + grace)
+        openings = [(start, now + spans[0] + grace)] if cut else []
+        if cut < len(spans):
+            openings.append((math.inf, now + spans[cut] + grace))
+        return openings
+
+    def _decided(self, leaf: str, g: int, opening: float, ends: float, seen: tuple) -> bool:
+        """Whether the victim search of ``leaf`` for ``g`` GPUs out of the way by ``ends`` is
+        one its budget skips, or one made on this floor and holdings (``seen``)."""
+        memo = self._searched.get((leaf, g, opening))
+        return (memo is not None and memo[0] == seen) or self._found_nothing(leaf, g, ends)
 
     def _leave(
         self,
@@ -601,23 +603,57 @@ class _Walk:
         last: _Tail | None,
         joined: dict[str, Workload],
     ) -> _Tail:
-        """Give ``line[start:]`` its shared waits, leaving out (``Pass.rest_unchanged``) those
-        whose wait is still the one the previous pass gave them, and return the tail."""
-        waits = {g: self._shared_why(g, leaf is None, leaf) for g in queue.spans(leaf)}
+        """Give ``line[start:]`` the waits ``_settled`` would give them, leaving out
+        (``Pass.rest_unchanged``) those whose wait is still the one the previous pass gave
+        them, and return the tail."""
+        groups = self._left_waits(leaf, queue.spans(leaf))
+        # each size's wait and block, when its workloads share them whatever hosts are open
+        by_size: dict[int, Wait] | None = {}
+        blocks: dict[int, FinalShareBlock] = {}
+        for (g, _), (wait, block) in groups.items():
+            if by_size.setdefault(g, wait) != wait:
+                by_size = None  # they differ by the held hosts open to each
+                break
+            if block is not None:
+                blocks[g] = block
         first = submission_order(line[start])
         out = self.out.waits
         cut = len(line)
-        if last is not None and last[1] == waits:
+        if by_size is None:  # each workload's own, as the walk would give it
+            for w in line[start:]:
+                out[w.id] = self._settled(w)
+            return first, None
+        if last is not None and last[1] == by_size:
             # from the last tail's first workload on, only what joined since waits anew
             since = last[0]
             cut = max(start, bisect_left(line, since, lo=start, key=submission_order))
             for w in joined.values():
                 if submission_order(w) >= since:
-                    out[w.id] = waits[w.gpus]
+                    out[w.id] = by_size[w.gpus]
             self.out.rest_unchanged = self.out.rest_unchanged or cut < len(line)
         for w in line[start:cut]:
-            out[w.id] = waits[w.gpus]
-        return first, waits
+            out[w.id] = by_size[w.gpus]
+        if blocks:  # every workload kept back is listed, whether its wait is listed or not
+            self.share_blocked.update(
+                (w.id, blocks[w.gpus]) for w in line[start:] if w.gpus in blocks
+            )
+        return first, by_size
+
+    def _left_waits(self, leaf: str | None, spans: dict[int, list[float]]
+                    ) -> dict[tuple[int, float], tuple[Wait, FinalShareBlock | None]]:
+        """For each (size, opening) of a line ``_inert`` found inert: the wait ``_settled``
+        gives its workloads, and the final-share block behind it, if any."""
+        if leaf is None:
+            return {(g, math.inf): (self._shared_why(g, True, None), None) for g in spans}
+        out = {}
+        for g, line in spans.items():
+            for opening, ends in self._openings(line):
+                block = None
+                if not self._found_nothing(leaf, g, ends):
+                    block = self._refusal(leaf, g, ends)
+                out[g, opening] = (self._shared_why(g, False, leaf) if block is None
+                                   else self._refused(g, block), block)
+        return out
 
     def _behind(self, first: Workload, rest: list[Workload]) -> None:
         """A strict order: nothing starts ahead of the first workload that cannot start."""
@@ -632,8 +668,9 @@ class _Walk:
         """The wait ``consider`` would give ``w`` once the walk has stopped (plan step 2 in
         notes/CONTENTION.md): the reservation is taken, nothing of its size fits on open
         hosts, held hosts have no room for it in time, and its budget already found no victim
-        for a request no larger and no shorter. Then nothing can happen to ``w`` and it shares
-        the wait of its (size, kind, budget); None when it needs a full ``consider``."""
+        for a request no larger and no shorter, or the final-share rule refused the very search
+        it would make. Then nothing can happen to ``w`` and it shares the wait of its (size,
+        kind, budget), or of that refusal; None when it needs a full ``consider``."""
         g = w.gpus
         if (self.holds_left > 0 and g < self.nohold) or g < self.nofit or w.id in self.claimed:
             return None
@@ -648,7 +685,10 @@ class _Walk:
         if self.policy == "fairshare" and w.min_runtime > 0 and not self._found_nothing(
             w.budget, g, ends
         ):
-            return None  # it may find victims
+            block = self._refusal(w.budget, g, ends)
+            if block is None:
+                return None  # it may find victims
+            self.share_blocked[w.id] = block
         return self._why(w)
 
     def consider(self, w: Workload) -> None:
@@ -818,22 +858,36 @@ class _Walk:
         ends = self._ends(w) + self.params.grace if self.floor.held else math.inf
         if self._found_nothing(w.budget, g, ends):
             return None  # a request of its budget no larger, with no fewer hosts, found none
-        # the search depends on the request only through its budget, its size and the held
-        # hosts open to it: the same search on an unchanged floor and holdings ends the same
-        searched = (w.budget, g, self._opening(ends))
-        seen = (self.floor.generation, self._moved)
-        memo = self._searched.get(searched)
-        if memo is not None and memo[0] == seen:
-            return self._found_none(w, memo[1], ends)
+        block = self._refusal(w.budget, g, ends)
+        if block is not None:
+            return self._found_none(w, block, ends)
         found = victims_for(w, self.floor, self.rules, ends)
         if found is None:
             block = self.rules.blocked.get(w.id)  # a victim there was, but not within the rule
         else:  # each victim alone may keep to the final-share rule while the set does not
             block = self.rules.final_share_block(w, found.runs)
         if found is None or block is not None:
-            self._searched[searched] = (seen, block)
+            self._searched[self._search(w.budget, g, ends)] = (self._seen(), block)
             return self._found_none(w, block, ends)
         return found
+
+    def _search(self, budget: str, g: int, ends: float) -> tuple:
+        """What a victim search depends on besides the floor and the holdings: the request's
+        budget, its size and the held hosts open to it (``_opening``)."""
+        return budget, g, self._opening(ends)
+
+    def _seen(self) -> tuple[int, int]:
+        """The floor and holdings a search is made on: it ends the same while they stay."""
+        return self.floor.generation, self._moved
+
+    def _refusal(self, budget: str, g: int, ends: float) -> FinalShareBlock | None:
+        """The final-share block that kept victims from the same search on this floor and
+        holdings, if it did (a search that found none without one is among ``_found_nothing``'s
+        records)."""
+        memo = self._searched.get(self._search(budget, g, ends))
+        if memo is not None and memo[0] == self._seen():
+            return memo[1]
+        return None
 
     def _found_none(self, w: Workload, block: FinalShareBlock | None, ends: float) -> None:
         """No victims for ``w``: because of the final-share rule (``block``, a reason to give),
@@ -1053,14 +1107,18 @@ class _Walk:
     def _why(self, w: Workload) -> Wait:
         block = self.share_blocked.get(w.id)
         if block is not None:
-            # one block keeps many workloads of a budget and size back in a pass: one wait
-            key = (w.gpus, self._open_free(), block)
-            wait = self._whys.get(key)
-            if wait is None:
-                why = f"{self._shape(w.gpus)}, {key[1]} free; {block.reason()}"
-                wait = self._whys[key] = Wait(why, "final share", (), None)
-            return wait
+            return self._refused(w.gpus, block)
         return self._shared_why(w.gpus, w.min_runtime <= 0, w.budget)
+
+    def _refused(self, g: int, block: FinalShareBlock) -> Wait:
+        """The wait of every workload of size ``g`` the final-share rule keeps back by ``block``:
+        one block keeps many workloads of a budget and size back in a pass."""
+        key = (g, self._open_free(), block)
+        wait = self._whys.get(key)
+        if wait is None:
+            why = f"{self._shape(g)}, {key[1]} free; {block.reason()}"
+            wait = self._whys[key] = Wait(why, "final share", (), None)
+        return wait
 
     def _shared_why(self, g: int, unallocated: bool, budget: str | None) -> Wait:
         """The wait of every workload of this size, kind and budget (None: unallocated work,

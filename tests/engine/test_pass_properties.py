@@ -302,6 +302,7 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     _decide_alike(stopped, full)
     assert stopped.waits == full.waits
     assert stopped.claims == full.claims
+    assert stopped.share_blocked == full.share_blocked
 
 
 @SETTINGS
