@@ -560,16 +560,15 @@ class _Walk:
             if len(set(held.values())) > 1:
                 return False
             room, until = self._held_room(), self._held_until()
-        seen = self._seen()
         # the search that kept the leaf walking last time most often still does: ask it first
         last = self._uncovered.get(leaf)
-        if last is not None and not self._decided(leaf, *last, seen):
+        if last is not None and not self._decided(leaf, *last):
             return False
         for g, line in spans.items():
             if held and g <= room and now + line[0] <= until:
                 return False  # may backfill
             for opening, ends in self._openings(line):
-                if not self._decided(leaf, g, opening, ends, seen):
+                if not self._decided(leaf, g, opening, ends):
                     self._uncovered[leaf] = (g, opening, ends)
                     return False
         return True
@@ -588,11 +587,10 @@ class _Walk:
             openings.append((math.inf, now + spans[cut] + grace))
         return openings
 
-    def _decided(self, leaf: str, g: int, opening: float, ends: float, seen: tuple) -> bool:
+    def _decided(self, leaf: str, g: int, opening: float, ends: float) -> bool:
         """Whether the victim search of ``leaf`` for ``g`` GPUs out of the way by ``ends`` is
-        one its budget skips, or one made on this floor and holdings (``seen``)."""
-        memo = self._searched.get((leaf, g, opening))
-        return (memo is not None and memo[0] == seen) or self._found_nothing(leaf, g, ends)
+        one its budget skips, or one made on this floor and holdings."""
+        return self._made(leaf, g, opening) is not None or self._found_nothing(leaf, g, ends)
 
     def _leave(
         self,
@@ -606,16 +604,7 @@ class _Walk:
         """Give ``line[start:]`` the waits ``_settled`` would give them, leaving out
         (``Pass.rest_unchanged``) those whose wait is still the one the previous pass gave
         them, and return the tail."""
-        groups = self._left_waits(leaf, queue.spans(leaf))
-        # each size's wait and block, when its workloads share them whatever hosts are open
-        by_size: dict[int, Wait] | None = {}
-        blocks: dict[int, FinalShareBlock] = {}
-        for (g, _), (wait, block) in groups.items():
-            if by_size.setdefault(g, wait) != wait:
-                by_size = None  # they differ by the held hosts open to each
-                break
-            if block is not None:
-                blocks[g] = block
+        by_size, blocks = self._left_waits(leaf, queue.spans(leaf))
         first = submission_order(line[start])
         out = self.out.waits
         cut = len(line)
@@ -640,20 +629,26 @@ class _Walk:
         return first, by_size
 
     def _left_waits(self, leaf: str | None, spans: dict[int, list[float]]
-                    ) -> dict[tuple[int, float], tuple[Wait, FinalShareBlock | None]]:
-        """For each (size, opening) of a line ``_inert`` found inert: the wait ``_settled``
-        gives its workloads, and the final-share block behind it, if any."""
+                    ) -> tuple[dict[int, Wait] | None, dict[int, FinalShareBlock]]:
+        """The wait ``_settled`` gives every workload of each size of a line ``_inert`` found
+        inert, and the final-share block behind it where there is one; None for the waits
+        when one size's differ by the held hosts open to each."""
         if leaf is None:
-            return {(g, math.inf): (self._shared_why(g, True, None), None) for g in spans}
-        out = {}
+            return {g: self._shared_why(g, True, None) for g in spans}, {}
+        waits: dict[int, Wait] = {}
+        blocks: dict[int, FinalShareBlock] = {}
         for g, line in spans.items():
-            for opening, ends in self._openings(line):
+            for _, ends in self._openings(line):
                 block = None
                 if not self._found_nothing(leaf, g, ends):
                     block = self._refusal(leaf, g, ends)
-                out[g, opening] = (self._shared_why(g, False, leaf) if block is None
-                                   else self._refused(g, block), block)
-        return out
+                if block is None:
+                    wait = self._shared_why(g, False, leaf)
+                else:
+                    wait, blocks[g] = self._refused(g, block), block
+                if waits.setdefault(g, wait) != wait:
+                    return None, {}
+        return waits, blocks
 
     def _behind(self, first: Workload, rest: list[Workload]) -> None:
         """A strict order: nothing starts ahead of the first workload that cannot start."""
@@ -689,6 +684,7 @@ class _Walk:
             if block is None:
                 return None  # it may find victims
             self.share_blocked[w.id] = block
+            return self._refused(g, block)
         return self._why(w)
 
     def consider(self, w: Workload) -> None:
@@ -867,27 +863,27 @@ class _Walk:
         else:  # each victim alone may keep to the final-share rule while the set does not
             block = self.rules.final_share_block(w, found.runs)
         if found is None or block is not None:
-            self._searched[self._search(w.budget, g, ends)] = (self._seen(), block)
+            self._searched[w.budget, g, self._opening(ends)] = (self._seen(), block)
             return self._found_none(w, block, ends)
         return found
-
-    def _search(self, budget: str, g: int, ends: float) -> tuple:
-        """What a victim search depends on besides the floor and the holdings: the request's
-        budget, its size and the held hosts open to it (``_opening``)."""
-        return budget, g, self._opening(ends)
 
     def _seen(self) -> tuple[int, int]:
         """The floor and holdings a search is made on: it ends the same while they stay."""
         return self.floor.generation, self._moved
 
+    def _made(self, budget: str, g: int, opening: float) -> tuple | None:
+        """(floor and holdings, final-share block or None) of the victim search of ``budget``
+        for ``g`` GPUs with the held hosts from ``opening`` open, if made on this floor and
+        holdings: a search depends on the request only through these, so it ends the same."""
+        memo = self._searched.get((budget, g, opening))
+        return memo if memo is not None and memo[0] == self._seen() else None
+
     def _refusal(self, budget: str, g: int, ends: float) -> FinalShareBlock | None:
         """The final-share block that kept victims from the same search on this floor and
         holdings, if it did (a search that found none without one is among ``_found_nothing``'s
         records)."""
-        memo = self._searched.get(self._search(budget, g, ends))
-        if memo is not None and memo[0] == self._seen():
-            return memo[1]
-        return None
+        made = self._made(budget, g, self._opening(ends))
+        return None if made is None else made[1]
 
     def _found_none(self, w: Workload, block: FinalShareBlock | None, ends: float) -> None:
         """No victims for ``w``: because of the final-share rule (``block``, a reason to give),
