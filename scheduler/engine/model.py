@@ -390,6 +390,9 @@ class Pass:
     # workloads whose claim this pass made, started on or gave back: GPUs set aside changed hands
     claims_changed: list[str] = field(default_factory=list)
     share_blocked: list[str] = field(default_factory=list)  # kept back by the final-share rule
+    # an allocated start of this pass may have lifted a block of ``share_blocked``
+    # (``_Walk.lifts_share_block``)
+    lifts_share_block: bool = False
     # under a strict policy, the first workload in line that could not start (one per partition):
     # nothing behind it starts before it does, so no pass decides anything new until it fits
     heads: list[Workload] = field(default_factory=list)
@@ -443,21 +446,18 @@ class Pass:
         * started a workload on its claim or gave a claim back (``claims_changed``): GPUs that
           were set aside now have a known end, so a reservation made earlier in the pass may
           find better hosts and open the ones it held;
-        * started allocated work while the final-share rule kept someone back: the GPUs its
-          branch now holds may be what that rule waited for;
+        * started allocated work in a branch the final-share rule weighed against someone it
+          kept back (``lifts_share_block``): the GPUs that branch now holds may be what the
+          rule waited for;
         * drained a host: the healthy GPUs every share is counted against changed.
 
         Other starts and holds do not: the walk already gave every later workload the room
         they leave, a start on free GPUs makes no host free sooner, and the ranking cannot
         change within an instant."""
-        if self.claims_changed:
+        if self.claims_changed or self.lifts_share_block:
             return True
-        for d in self.decisions:
-            if isinstance(d, (Preempt, HostDrained)) or (isinstance(d, Stop) and d.requeue):
-                return True
-            if self.share_blocked and isinstance(d, Start) and d.workload.min_runtime > 0:
-                return True
-        return False
+        return any(isinstance(d, (Preempt, HostDrained)) or (isinstance(d, Stop) and d.requeue)
+                   for d in self.decisions)
 
 
 # The most passes a driver runs at one instant (``Pass.opens_room``): the live loop and the

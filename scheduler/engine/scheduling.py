@@ -162,6 +162,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.share_blocked = sorted(walk.share_blocked)
+    out.lifts_share_block = walk.lifts_share_block()
     return out
 
 
@@ -350,6 +351,7 @@ class _Walk:
         # leaf -> (size, opening, ends) of the search ``_inert`` last found still to be made
         self._uncovered: dict[str, tuple[int, float, float]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
+        self.blocked_budgets: set[str] = set()  # the budgets of ``share_blocked``'s workloads
         # host -> when the runs leaving it (signalled, or preempted by this pass) are gone
         self._release: dict[str, float] | None = None
         if params.policy == "quota":
@@ -623,6 +625,7 @@ class _Walk:
         for w in line[start:cut]:
             out[w.id] = by_size[w.gpus]
         if blocks:  # every workload kept back is listed, whether its wait is listed or not
+            self.blocked_budgets.add(leaf)
             self.share_blocked.update(
                 (w.id, blocks[w.gpus]) for w in line[start:] if w.gpus in blocks
             )
@@ -684,6 +687,7 @@ class _Walk:
             if block is None:
                 return None  # it may find victims
             self.share_blocked[w.id] = block
+            self.blocked_budgets.add(w.budget)
             return self._refused(g, block)
         return self._why(w)
 
@@ -891,6 +895,7 @@ class _Walk:
         hosts or fewer (``_found_nothing``)."""
         if block is not None:
             self.share_blocked[w.id] = block
+            self.blocked_budgets.add(w.budget)
             return None
         wide, narrow = self.cannot_preempt.get(w.budget, _NEVER)
         if self._held_closed(ends):
@@ -899,6 +904,24 @@ class _Walk:
             wide = min(wide, w.gpus)
         self.cannot_preempt[w.budget] = (wide, narrow)
         return None
+
+    def lifts_share_block(self) -> bool:
+        """Whether an allocated start of this pass may be what a final-share block waited for
+        (``Pass.opens_room``). A block weighs the requester's branch against a victim's branch
+        that ranks below it and is over its entitlement; a start adds GPUs to its own branch,
+        so only a start in such a branch may lift a block. A start in the requester's own
+        branch only tightens the rule, and one elsewhere leaves both sides as they were."""
+        if not self.blocked_budgets:
+            return False
+        started = {d.workload.budget for d in self.out.decisions
+                   if isinstance(d, Start) and d.workload.min_runtime > 0}
+        standing = self.standing_if_any
+        if not started or standing is None:
+            return bool(started)
+        threshold = 1.0 + self.params.hysteresis
+        rank, diverge, over = standing.rank_of, standing.diverge, standing.ratio
+        return any(rank(b) > rank(r) and over(diverge(r, b)[1]) > threshold
+                   for r in self.blocked_budgets for b in started)
 
     def _found_nothing(self, budget: str, g: int, ends: float) -> bool:
         """Whether a request of ``budget`` for ``g`` GPUs, out of the way by ``ends``, can

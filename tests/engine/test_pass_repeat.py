@@ -118,3 +118,59 @@ def test_arrivals_that_all_fit_cost_one_pass_each_in_the_simulator():
     result = simulate(jobs, {"a": 1}, parse_cluster("4x8"), SimConfig())
     assert all(r.wait_s == 0 for r in result.jobs)
     assert result.summary["passes"] == 40
+
+
+def _blocked_by_the_final_share_rule(small: Workload) -> ClusterState:
+    """b (idle in the window) holds 47 of the 72 GPUs with protected runs; a1 (far over its
+    entitlement) holds 24 with runs past their protection; c, at half its entitlement, holds
+    none. b's 8-GPU request may not take an a1 run: b would hold 55 GPUs (123% of its 65/105
+    share), above its own share and above a1 (16 GPUs, 67% of its 35/105). ``small`` fits on
+    the one free GPU."""
+    hosts = [_host(f"h{i}") for i in range(9)]
+
+    def on(w: Workload, host: str, gpus: int, started: float) -> Run:
+        return Run(w, started, Placement(((host, tuple(range(gpus))),)),
+                   started + w.min_runtime)
+
+    runs = [on(replace(_workload(f"b{i}", "b", 8), duration=36_000.0), f"h{i}", 8, NOW)
+            for i in range(5)]
+    runs += [on(replace(_workload(f"a{i}", "a1", 8), duration=40_000.0), f"h{i}", 8, 0.0)
+             for i in range(5, 8)]
+    runs.append(on(replace(_workload("b8", "b", 7), duration=36_000.0), "h8", 7, NOW))
+    capacity = 72 * 7 * 86400.0
+    big = replace(_workload("big", "b", 8), submitted=1.0)
+    usage = {"a1": capacity, "b": 0.0, "c": 0.5 * capacity * 5 / 105}
+    return ClusterState(NOW, hosts, runs, [big, small], usage, capacity)
+
+
+FINAL_SHARE = BudgetTree.from_shares({"a1": 35, "b": 65, "c": 5})
+
+
+def test_a_start_in_the_blocked_budgets_own_branch_opens_no_room():
+    small = replace(_workload("small", "b", 1), submitted=2.0, duration=600.0)
+    state = _blocked_by_the_final_share_rule(small)
+    first = schedule(state, FINAL_SHARE, Params())
+    assert first.share_blocked == ["big"]
+    assert [d.workload.id for d in first.of(Start)] == ["small"]
+    assert not first.opens_room
+    second = schedule(apply(state, first), FINAL_SHARE, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
+
+
+def test_a_start_in_a_branch_within_its_entitlement_opens_no_room():
+    small = replace(_workload("small", "c", 1), submitted=2.0, duration=600.0)
+    state = _blocked_by_the_final_share_rule(small)
+    first = schedule(state, FINAL_SHARE, Params())
+    assert first.share_blocked == ["big"]
+    assert [d.workload.id for d in first.of(Start)] == ["small"]
+    assert not first.opens_room
+    second = schedule(apply(state, first), FINAL_SHARE, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
+
+
+def test_a_start_in_the_branch_a_final_share_block_weighed_opens_room():
+    small = replace(_workload("small", "a1", 1), submitted=2.0, duration=600.0)
+    first = schedule(_blocked_by_the_final_share_rule(small), FINAL_SHARE, Params())
+    assert first.share_blocked == ["big"]
+    assert [d.workload.id for d in first.of(Start)] == ["small"]
+    assert first.opens_room
