@@ -936,7 +936,10 @@ class Simulator:
             crossing_tick = self._tick_after(now + dt - 1e-6 * self.params.pass_interval)
             self._push(max(crossing_tick, self._tick_after(now)), _TICK, num=self.plan)
         elif horizon < math.inf:
-            self._push(now + horizon, _SEGMENT, num=self.plan)
+            # a slope change a rounding error away (the window's edge is ``now - window``)
+            # would land on ``now`` itself and be planned again there for ever: the next
+            # representable instant has passed it
+            self._push(max(now + horizon, math.nextafter(now, math.inf)), _SEGMENT, num=self.plan)
 
     # ---------------------------------------------------------------- warm start
     def _warm_start(self) -> None:

@@ -52,3 +52,21 @@ def test_passes_at_crossings_decide_what_passes_at_every_tick_decide(seed):
     assert preempted == preempted_ticks
     assert starts == starts_ticks
     assert passes < passes_ticks
+
+
+def test_a_window_edge_a_rounding_error_away_does_not_stall_the_replay():
+    # at 8600.3 the window's trailing edge (8600.3 - 3600 = 5000.299999999999) is one
+    # rounding error short of first's end (5000.3), where a's usage stops sliding out; that
+    # change is planned less than half a step of the clock ahead, i.e. at 8600.3 itself
+    jobs = [
+        TraceJob("first", 0.0, 5000.3, 1, "a", "alice", 600.0, True),
+        TraceJob("long", 1.0, 20000.0, 1, "b", "bob", 600.0, True),
+        TraceJob("late", 8600.3, 600.0, 1, "a", "alice", 600.0, True),
+    ]
+    result = simulate(jobs, {"a": 1, "b": 1}, parse_cluster("1x1"),
+                      SimConfig(params=Params(window=3600.0)))
+    # one GPU: long runs after first, and late (a would hold 200% of its share, b none) after
+    # long, with no preemption
+    spans = {r.job.job_id: (r.first_start, r.end_time) for r in result.jobs}
+    assert spans == {"first": (0.0, 5000.3), "long": (5000.3, 25000.3),
+                     "late": (25000.3, 25600.3)}
