@@ -915,10 +915,8 @@ class _Walk:
             return False
         started = {d.workload.budget for d in self.out.decisions
                    if isinstance(d, Start) and d.workload.min_runtime > 0}
-        standing = self.standing_if_any
-        if not started or standing is None:
-            return bool(started)
-        threshold = 1.0 + self.params.hysteresis
+        # a block came from the rules, so the standing they rank by is there
+        standing, threshold = self.standing, 1.0 + self.params.hysteresis
         rank, diverge, over = standing.rank_of, standing.diverge, standing.ratio
         return any(rank(b) > rank(r) and over(diverge(r, b)[1]) > threshold
                    for r in self.blocked_budgets for b in started)

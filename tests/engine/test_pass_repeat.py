@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from test_pass_properties import scenarios
 
@@ -146,19 +147,12 @@ def _blocked_by_the_final_share_rule(small: Workload) -> ClusterState:
 FINAL_SHARE = BudgetTree.from_shares({"a1": 35, "b": 65, "c": 5})
 
 
-def test_a_start_in_the_blocked_budgets_own_branch_opens_no_room():
-    small = replace(_workload("small", "b", 1), submitted=2.0, duration=600.0)
-    state = _blocked_by_the_final_share_rule(small)
-    first = schedule(state, FINAL_SHARE, Params())
-    assert first.share_blocked == ["big"]
-    assert [d.workload.id for d in first.of(Start)] == ["small"]
-    assert not first.opens_room
-    second = schedule(apply(state, first), FINAL_SHARE, Params())
-    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
-
-
-def test_a_start_in_a_branch_within_its_entitlement_opens_no_room():
-    small = replace(_workload("small", "c", 1), submitted=2.0, duration=600.0)
+@pytest.mark.parametrize("budget", [
+    pytest.param("b", id="in-the-blocked-budgets-own-branch"),
+    pytest.param("c", id="in-a-branch-within-its-entitlement"),
+])
+def test_a_start_the_final_share_block_did_not_weigh_opens_no_room(budget):
+    small = replace(_workload("small", budget, 1), submitted=2.0, duration=600.0)
     state = _blocked_by_the_final_share_rule(small)
     first = schedule(state, FINAL_SHARE, Params())
     assert first.share_blocked == ["big"]
