@@ -387,10 +387,14 @@ class Pass:
     _order: list[str] = field(default_factory=list)
     _lines: list[list[Workload]] | None = None
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement
-    # workloads whose claim this pass made, started on or gave back: GPUs set aside changed hands
-    claims_changed: list[str] = field(default_factory=list)
+    # a claim this pass made, started on or gave back lets the next pass decide more
+    # (``opens_room``)
+    claims_open_room: bool = False
+    # every workload a Stop of this pass requeued would only wait in the next pass at this
+    # instant (``_Walk.requeued_wait``)
+    requeued_wait: bool = False
     share_blocked: list[str] = field(default_factory=list)  # kept back by the final-share rule
-    # an allocated start of this pass may have lifted a block of ``share_blocked``
+    # GPUs this pass moved between branches may have lifted a block of ``share_blocked``
     # (``_Walk.lifts_share_block``)
     lifts_share_block: bool = False
     # under a strict policy, the first workload in line that could not start (one per partition):
@@ -439,24 +443,30 @@ class Pass:
         instant while it holds, at most ``PASSES_PER_INSTANT`` times (the live loop's next tick
         then takes over; the simulator plans a pass at that tick). It holds when this pass
 
-        * stopped a run and requeued its work: requeued work joins only the next pass;
-        * signalled a run or made a claim: GPUs moved between branches, which can lift a
-          final-share block of work ranked earlier, and a victim without grace is stopped by
-          the next pass;
-        * started a workload on its claim or gave a claim back (``claims_changed``): GPUs that
-          were set aside now have a known end, so a reservation made earlier in the pass may
-          find better hosts and open the ones it held;
-        * started allocated work in a branch the final-share rule weighed against someone it
-          kept back (``lifts_share_block``): the GPUs that branch now holds may be what the
-          rule waited for;
-        * drained a host: the healthy GPUs every share is counted against changed.
+        * stopped a run and requeued its work: requeued work joins only the next pass, unless
+          the walk found it would only wait there (``requeued_wait``);
+        * changed a claim so that the next pass may decide more (``claims_open_room``,
+          ``_Walk._claim``): gave one back (its GPUs are free for work walked before it); made
+          or started on one after a reservation that, tried again on the floor the pass
+          leaves, comes out otherwise (``_Walk.reservations_move``); made one whose GPUs are
+          all free already (the next pass starts on them), whose victims release more than it
+          claims (work walked before it may claim the rest), one a victim without grace
+          period makes way for (the next pass stops it), or one beside a claim carried from
+          this very instant (the next pass takes the two in another order);
+        * gave GPUs, by starts or claims, to a branch the final-share rule weighed against
+          someone it kept back (``lifts_share_block``): the GPUs that branch now holds may be
+          what the rule waited for;
+        * signalled runs of a draining host, or drained a host: the floor and the healthy
+          GPUs every share is counted against changed.
 
-        Other starts and holds do not: the walk already gave every later workload the room
-        they leave, a start on free GPUs makes no host free sooner, and the ranking cannot
-        change within an instant."""
-        if self.claims_changed or self.lifts_share_block:
+        Other decisions do not: the walk already gave every later workload the room they
+        leave, a start on free GPUs makes no host free sooner, victims keep their GPUs for
+        their grace period, and the ranking cannot change within an instant."""
+        if self.claims_open_room or self.lifts_share_block:
             return True
-        return any(isinstance(d, (Preempt, HostDrained)) or (isinstance(d, Stop) and d.requeue)
+        return any(isinstance(d, HostDrained)
+                   or (isinstance(d, Stop) and d.requeue and not self.requeued_wait)
+                   or (isinstance(d, Preempt) and d.for_workload_id is None)
                    for d in self.decisions)
 
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from itertools import compress, count, islice, repeat
 from operator import add, attrgetter, le
 
-from .fairshare import Standing, percent, ratio
+from .fairshare import Standing, order_key, percent, ratio
 from .model import (
     BudgetTree,
     Claim,
@@ -143,6 +144,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         # Fair Tree only matters when more than one budget competes for allocated time
         if queue.allocated_budgets > 1:
             walk.standing_if_any = Standing(tree, state.usage, state.capacity)
+            walk.ranked = order_key(walk.standing_if_any)
         segments = queue.segments(walk.standing_if_any)
         out.consider_in(line for _, line in segments)
         tails: dict[str | None, _Tail] = {}
@@ -163,6 +165,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.share_blocked = sorted(walk.share_blocked)
     out.lifts_share_block = walk.lifts_share_block()
+    out.claims_open_room = walk.claims_open_room or walk.reservations_move()
+    out.requeued_wait = walk.requeued_wait()
     return out
 
 
@@ -324,6 +328,9 @@ class _Walk:
         self.release_times = release_times  # ``EngineMemo.release_times``, when a driver keeps one
         self.holds_left = policy_of(params.policy).reservations
         self.holders: list[str] = []
+        # the holder is allocated work under fair share: it may preempt unallocated work on the
+        # held hosts when its reservation starts, so such work is out of its way at once
+        self.holder_preempts = False
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
         # leaf -> the smallest sizes that found no victims (``_found_nothing``): with every host
         # open to them, and with the held hosts closed to them; larger requests skip the search
@@ -352,6 +359,20 @@ class _Walk:
         self._uncovered: dict[str, tuple[int, float, float]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
         self.blocked_budgets: set[str] = set()  # the budgets of ``share_blocked``'s workloads
+        # budgets this pass gave allocated GPUs (starts, claims): the moves that may lift a
+        # final-share block (``lifts_share_block``)
+        self.gained: set[str] = set()
+        # a claim this pass changed may let the next pass decide more (``Pass.claims_open_room``)
+        self.claims_open_room = False
+        # the walk's order when a standing ranked it (``fairshare.order_key``), else None
+        self.ranked: Callable[[Workload], tuple] | None = None
+        # each reservation tried so far, made or not (``_hold``): the requester and its hosts
+        self.hold_tries: list[tuple[Workload, tuple[list[str], float, bool] | None]] = []
+        self.claims_after_hold = False  # a claim changed after a reservation was tried
+        # a carried claim was made at this very instant: the next pass takes a claim made now
+        # before it or after it by where its claimant walks (``take_claims``), and the two may
+        # set aside other GPUs than in this pass
+        self.claimed_now = False
         # host -> when the runs leaving it (signalled, or preempted by this pass) are gone
         self._release: dict[str, float] | None = None
         if params.policy == "quota":
@@ -551,10 +572,11 @@ class _Walk:
         least = min(spans)
         if least < self.nofit or (self.holds_left > 0 and least < self.nohold):
             return False
-        if leaf is None:  # unallocated work neither claims nor preempts, and is out of a
-            # reservation's way at once (``_ends``): it may only backfill held hosts with room
+        if leaf is None:  # unallocated work neither claims nor preempts, and is out of the
+            # way of a holder that may preempt it at once (``_ends``): it may only backfill held
+            # hosts with room (an unallocated holder's are judged workload by workload)
             return not self.floor.held or least > self._held_room() or (
-                self.now > self._held_until())
+                self.holder_preempts and self.now > self._held_until())
         if leaf in self.claimed_budgets:
             return False
         now, held = self.now, self.floor.held
@@ -662,13 +684,14 @@ class _Walk:
         return Wait(f"behind {first.label}, first in line ({self.policy}: strict order)",
                     "behind")
 
-    def _settled(self, w: Workload) -> Wait | None:
+    def _settled(self, w: Workload, record: bool = True) -> Wait | None:
         """The wait ``consider`` would give ``w`` once the walk has stopped (plan step 2 in
         notes/CONTENTION.md): the reservation is taken, nothing of its size fits on open
         hosts, held hosts have no room for it in time, and its budget already found no victim
         for a request no larger and no shorter, or the final-share rule refused the very search
         it would make. Then nothing can happen to ``w`` and it shares the wait of its (size,
-        kind, budget), or of that refusal; None when it needs a full ``consider``."""
+        kind, budget), or of that refusal; None when it needs a full ``consider``. ``record``:
+        list a refusal among the pass's blocks, as ``consider`` would."""
         g = w.gpus
         if (self.holds_left > 0 and g < self.nohold) or g < self.nofit or w.id in self.claimed:
             return None
@@ -686,8 +709,9 @@ class _Walk:
             block = self._refusal(w.budget, g, ends)
             if block is None:
                 return None  # it may find victims
-            self.share_blocked[w.id] = block
-            self.blocked_budgets.add(w.budget)
+            if record:
+                self.share_blocked[w.id] = block
+                self.blocked_budgets.add(w.budget)
             return self._refused(g, block)
         return self._why(w)
 
@@ -696,13 +720,15 @@ class _Walk:
             return
         claimed = self.claimed.get(w.id)
         if claimed is not None and claimed.ready:
-            self.out.claims_changed.append(w.id)
+            # a reservation tried before counted these GPUs as nobody's, the next pass counts
+            # them as a run's that ends when expected (``reservations_move``)
+            self.claims_after_hold |= bool(self.hold_tries)
             self._start(w, claimed.placement(), counted=True, note="; on the GPUs it claimed")
             return
         placement = self._fit(w)
         if placement is not None:
             if claimed is not None:  # it fits elsewhere now: its claim is free for others
-                self.out.claims_changed.append(w.id)
+                self.claims_open_room = True  # GPUs free now that work walked earlier may use
                 self._give_back(claimed)
             self._start(w, placement, counted=claimed is not None)
             return
@@ -746,6 +772,7 @@ class _Walk:
                 continue
             taken = [(h, *floor.claim(h, n)) for h, n in claim.gpus]
             self.claimed[w.id] = _Claimed(claim, taken)
+            self.claimed_now |= claim.since >= self.now
             self.claimed_budgets.add(w.budget)
             self._move(w.budget, claim.total)
 
@@ -784,7 +811,7 @@ class _Walk:
 
     def _ends(self, w: Workload) -> float:
         """When ``w`` would be out of the way of a reservation if started now."""
-        if w.min_runtime <= 0 and self.policy == "fairshare":
+        if w.min_runtime <= 0 and self.holder_preempts:
             return self.now  # the holder may preempt unallocated work whenever it likes
         return self.now + span(w)
 
@@ -839,6 +866,7 @@ class _Walk:
             self.in_use[w.budget] = self.in_use.get(w.budget, 0) + w.gpus
         if w.min_runtime > 0 and not counted:
             self._move(w.budget, w.gpus)
+            self.gained.add(w.budget)
         self.out.decisions.append(Start(w, placement, why))
 
     def _within_quota(self, w: Workload) -> bool:
@@ -905,21 +933,59 @@ class _Walk:
         self.cannot_preempt[w.budget] = (wide, narrow)
         return None
 
-    def lifts_share_block(self) -> bool:
-        """Whether an allocated start of this pass may be what a final-share block waited for
-        (``Pass.opens_room``). A block weighs the requester's branch against a victim's branch
-        that ranks below it and is over its entitlement; a start adds GPUs to its own branch,
-        so only a start in such a branch may lift a block. A start in the requester's own
-        branch only tightens the rule, and one elsewhere leaves both sides as they were."""
-        if not self.blocked_budgets:
+    def requeued_wait(self) -> bool:
+        """Whether every workload a Stop of this pass requeued would only wait in the next
+        pass at this instant (``Pass.requeued_wait``): under fair share ranked by a standing
+        (which the requeued work cannot change within the instant), each walks after the
+        first reservation this pass tried (before it, it might hold hosts itself), and
+        ``_settled`` gives it a wait on the floor as this pass leaves it, which is the floor
+        the next pass walks it on. A driver requeues it with the work it has left, which may
+        be any shorter: it is judged as if it had none left, when held hosts are the most
+        open to it (a longer request may only backfill and preempt on fewer hosts)."""
+        requeued = [d.run.workload for d in self.out.decisions
+                    if isinstance(d, Stop) and d.requeue]
+        if not requeued or self.ranked is None or not self.hold_tries:
             return False
-        started = {d.workload.budget for d in self.out.decisions
-                   if isinstance(d, Start) and d.workload.min_runtime > 0}
+        first = self.ranked(self.hold_tries[0][0])
+        return all(self.ranked(w) > first
+                   and self._settled(replace(w, duration=0.0), record=False) is not None
+                   for w in requeued)
+
+    def reservations_move(self) -> bool:
+        """Whether a reservation this pass tried would come out otherwise on the floor as the
+        pass leaves it, which is what the next pass at this instant tries it on: the same
+        requesters try in the same order, and the first that holds hosts is the last to try.
+        Only a claim changed after the first try can make it so (``claims_after_hold``)."""
+        if not self.claims_after_hold:
+            return False
+        for w, made in self.hold_tries:
+            if self._reservation(w, ()) != made:
+                return True
+            if made is not None:
+                return False
+        return False
+
+    def lifts_share_block(self) -> bool:
+        """Whether the GPUs this pass moved between branches may be what a final-share block
+        waited for (``Pass.opens_room``). A block weighs the requester's branch against a
+        victim's branch that ranks below it and is over its entitlement, where the two
+        diverge: it lifts when the victim's side holds more or the requester's side less.
+        GPUs given to a branch (starts, claims) lift it only if that branch ranks below the
+        blocked budget and is over its entitlement; given to the requester's side they only
+        tighten the rule, and elsewhere they leave both sides as they were. GPUs a claim
+        takes from its victims lift none: a block that came before the claim belongs to
+        work ranked above the claimant, which ranks above its victims, and a branch's work is
+        ranked together, so a victim on the blocked side would put its claimant there too,
+        whose gain makes up for the loss (a block after the claim was judged on the GPUs
+        already moved)."""
+        blocked = self.blocked_budgets
+        if not blocked or not self.gained:
+            return False
         # a block came from the rules, so the standing they rank by is there
         standing, threshold = self.standing, 1.0 + self.params.hysteresis
         rank, diverge, over = standing.rank_of, standing.diverge, standing.ratio
         return any(rank(b) > rank(r) and over(diverge(r, b)[1]) > threshold
-                   for r in self.blocked_budgets for b in started)
+                   for r in blocked for b in self.gained)
 
     def _found_nothing(self, budget: str, g: int, ends: float) -> bool:
         """Whether a request of ``budget`` for ``g`` GPUs, out of the way by ``ends``, can
@@ -962,11 +1028,22 @@ class _Walk:
             left -= n
         displaced = sorted({r.workload.budget for r in victims.runs if r.workload.min_runtime > 0})
         claim = Claim(w.id, tuple(gpus), tuple(displaced), self.now)
-        self.claimed[w.id] = _Claimed(claim, taken)
+        claimed = self.claimed[w.id] = _Claimed(claim, taken)
         self.claimed_budgets.add(w.budget)
         self._move(w.budget, w.gpus)
+        self.gained.add(w.budget)
         self.out.claims.append(claim)
-        self.out.claims_changed.append(w.id)
+        # victims keep their GPUs for a grace period, so the next pass at this instant finds
+        # the claim waiting as this one left it, unless its GPUs are all free already, a
+        # victim has no grace, or victims release more than it claims (a victim search counts
+        # GPUs being released as free: work walked before it may claim the rest); and a
+        # reservation tried before counted them as free or as runs that end when expected,
+        # the next pass as claimed (``reservations_move``)
+        releasing = floor.releasing
+        self.claims_open_room |= claimed.ready or self.claimed_now or any(
+            self.params.grace_for(run.workload) <= 0 or any(map(releasing.get, run.placement.hosts))
+            for run in victims.runs)
+        self.claims_after_hold |= bool(self.hold_tries)
         where = " ".join(victims.hosts)
         if victims.runs:
             why = (
@@ -1061,36 +1138,44 @@ class _Walk:
                 out[h] = at
         return out
 
-    def _hold(self, w: Workload) -> None:
+    def _reservation(self, w: Workload, held: Collection[str]
+                     ) -> tuple[list[str], float, bool] | None:
+        """The hosts that will free soonest for ``w`` among those not ``held``, when, and
+        whether that is known (``_free_at``); None when no hosts could be."""
         floor, g = self.floor, w.gpus
-        least, held = min(g, floor.largest), floor.held
+        least = min(g, floor.largest)
         candidates = [h for h, size in floor.size.items() if size >= least and h not in held]
         if g <= floor.largest:
             ready = self._readiness(candidates, w, g - 1)
             if not ready:
-                self.nohold = g
-                self._wait(w, self._why(w))
-                return
+                return None
             (until, known), host = min(zip(ready.values(), ready, strict=True))
-            hosts = [host]
-        else:
-            ready = self._readiness(candidates, w, -1)
-            ready.update((h, (self.now, True)) for h in candidates if h not in ready)
-            cost = {h: (v[0],) for h, v in ready.items()}
-            chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,
-                                  floor.group, cost)
-            if chosen is None:
-                self.nohold = g
-                self._wait(w, self._why(w))
-                return
-            hosts = sorted(chosen)
-            until, known = max(ready[h] for h in chosen)
-            known = all(ready[h][1] for h in chosen if ready[h][0] == until)
+            return [host], until, known
+        ready = self._readiness(candidates, w, -1)
+        ready.update((h, (self.now, True)) for h in candidates if h not in ready)
+        cost = {h: (v[0],) for h, v in ready.items()}
+        chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,
+                              floor.group, cost)
+        if chosen is None:
+            return None
+        until, known = max(ready[h] for h in chosen)
+        return sorted(chosen), until, all(ready[h][1] for h in chosen if ready[h][0] == until)
+
+    def _hold(self, w: Workload) -> None:
+        reservation = self._reservation(w, self.floor.held)
+        self.hold_tries.append((w, reservation))
+        if reservation is None:
+            self.nohold = w.gpus
+            self._wait(w, self._why(w))
+            return
+        floor = self.floor
+        hosts, until, known = reservation
         blocked = self._why(w)  # before the hold, so it counts the held hosts' free GPUs
         for h in hosts:
             floor.hold(h, until)
         self.holds_left -= 1
         self.holders.append(w.label)
+        self.holder_preempts = w.min_runtime > 0 and self.policy == "fairshare"
         self._uncovered.clear()  # the searches to be made now depend on the reservation
         if known:
             when = f"expected free at {clock(until)}"

@@ -16,7 +16,9 @@ from test_pass_properties import scenarios
 
 from scheduler.engine import (
     BudgetTree,
+    Claim,
     ClusterState,
+    Hold,
     Host,
     HostDrained,
     HostState,
@@ -50,8 +52,10 @@ def apply(state: ClusterState, result: Pass) -> ClusterState:
             running[running.index(d.run)] = replace(d.run, signalled_at=state.now)
         elif isinstance(d, Stop):
             running.remove(d.run)
-            if d.requeue:
-                pending.append(d.run.workload)
+            if d.requeue:  # with the work it has left, as the simulator requeues it
+                w, done = d.run.workload, d.run.signalled_at - d.run.started
+                left = None if w.duration is None else max(0.0, w.duration - done)
+                pending.append(replace(w, duration=left))
         elif isinstance(d, HostDrained):
             by_name[d.host.name].state = HostState.DRAINED
     return ClusterState(state.now, hosts, running, pending, state.usage, state.capacity,
@@ -74,7 +78,7 @@ def test_a_pass_that_opens_no_room_is_followed_by_one_that_decides_nothing(case)
         return  # still opening room after the drivers' limit: the next tick takes over
     second = schedule(state, tree, params)
     assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
-    assert second.claims_changed == []
+    assert second.claims == first.claims
 
 
 def _host(name: str = "h0") -> Host:
@@ -102,15 +106,191 @@ def test_a_requeued_workload_opens_room_for_the_next_pass():
     assert result.opens_room
 
 
-def test_a_signal_for_a_claim_opens_room_for_the_next_pass():
-    tree = BudgetTree.from_shares({"a": 1, "b": 1})
+def _squatted() -> ClusterState:
+    """w1 (allocated, 8 GPUs) finds h0 taken by unallocated work it may preempt."""
     squatter = Run(_workload("u1", "b", 8, min_runtime=0.0), NOW - 100,
                    Placement((("h0", tuple(range(8))),)), NOW - 100)
-    state = ClusterState(NOW, [_host()], [squatter], [_workload("w1", "a", 8)])
-    result = schedule(state, tree, Params())
-    assert [d.run for d in result.of(Preempt)] == [squatter]
-    assert result.claims_changed == ["w1"]
-    assert result.opens_room
+    return ClusterState(NOW, [_host()], [squatter], [_workload("w1", "a", 8)])
+
+
+SQUATTED = BudgetTree.from_shares({"a": 1, "b": 1})
+CLAIMS = BudgetTree.from_shares({"a": 1, "b": 1, "c": 1})
+
+
+def test_a_claim_whose_victim_keeps_its_gpus_for_a_grace_period_opens_no_room():
+    state = _squatted()
+    first = schedule(state, SQUATTED, Params())
+    assert [d.run.workload.id for d in first.of(Preempt)] == ["u1"]
+    assert not first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
+    assert second.claims == first.claims
+
+
+def test_a_claim_whose_victim_has_no_grace_period_opens_room_to_start_on_it():
+    state, params = _squatted(), Params(unallocated_grace=0.0)
+    first = schedule(state, SQUATTED, params)
+    assert first.opens_room
+    second = schedule(apply(state, first), SQUATTED, params)
+    assert [(type(d).__name__, d.run.workload.id if isinstance(d, Stop) else d.workload.id)
+            for d in second.decisions] == [("Stop", "u1"), ("Start", "w1")]
+
+
+def test_a_claim_on_gpus_all_free_already_opens_room_to_start_on_it():
+    """w1 needs 12 GPUs on whole hosts: h0 is free, h1 half free and half being released. It
+    claims both hosts, and what it needs there is free already."""
+    leaving = Run(_workload("u1", "b", 4, min_runtime=0.0), NOW - 100,
+                  Placement((("h1", (0, 1, 2, 3)),)), NOW - 100, signalled_at=NOW - 10)
+    state = ClusterState(NOW, [_host("h0"), _host("h1")], [leaving], [_workload("w1", "a", 12)])
+    first = schedule(state, SQUATTED, Params())
+    assert [(c.workload_id, c.gpus) for c in first.claims] == [("w1", (("h0", 8), ("h1", 4)))]
+    assert first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [d.workload.id for d in second.of(Start)] == ["w1"]
+
+
+def test_victims_releasing_more_than_their_claimant_claims_open_room_to_claim_the_rest():
+    """a ranks first but holds twice its GPU share, so the final-share rule keeps its request
+    from c's run on h0, and it holds h1 (free soonest); b, within its share, preempts that run
+    for one GPU, and the seven others it releases are there for a's request to claim."""
+    def on(wid: str, budget: str, host: str, protected_until: float, ends: float) -> Run:
+        return Run(replace(_workload(wid, budget, 8), duration=ends - NOW + 50_000),
+                   NOW - 50_000, Placement(((host, tuple(range(8))),)), protected_until)
+
+    runs = [on("v", "c", "h0", NOW - 40_000, NOW + 50_000),
+            on("x", "a", "h1", NOW + 3600, NOW + 100),
+            on("y", "a", "h2", NOW + 3600, NOW + 50_000)]
+    pending = [_workload("e", "a", 1), replace(_workload("r", "b", 1), submitted=9.0)]
+    capacity = 24 * 86400.0
+    usage = {"a": 0.0, "b": 0.1 * capacity / 3, "c": 2 * capacity / 3}
+    state = ClusterState(NOW, [_host("h0"), _host("h1"), _host("h2")], runs, pending, usage,
+                         capacity)
+    first = schedule(state, CLAIMS, Params())
+    assert first.share_blocked == ["e"]
+    assert [d.hosts for d in first.of(Hold)] == [("h1",)]
+    assert [(d.run.workload.id, d.for_workload_id) for d in first.of(Preempt)] == [("v", "r")]
+    assert first.opens_room
+    second = schedule(apply(state, first), CLAIMS, Params())
+    assert [(c.workload_id, c.gpus) for c in second.claims] == [("e", (("h0", 1),)),
+                                                                 ("r", (("h0", 1),))]
+
+
+def test_a_claim_given_back_opens_room():
+    """w1's claim on h0 waits for GPUs being released; h1 is free now, so w1 starts there and
+    gives h0's GPUs back to work walked before it."""
+    leaving = Run(_workload("u1", "b", 8, min_runtime=0.0), NOW - 100,
+                  Placement((("h0", tuple(range(8))),)), NOW - 100, signalled_at=NOW - 10)
+    state = ClusterState(NOW, [_host("h0"), _host("h1")], [leaving], [_workload("w1", "a", 8)],
+                         claims=[Claim("w1", (("h0", 8),), (), NOW - 10)])
+    first = schedule(state, SQUATTED, Params())
+    assert [(d.workload.id, d.placement.hosts) for d in first.of(Start)] == [("w1", ("h1",))]
+    assert first.claims == []
+    assert first.opens_room
+
+
+def test_a_claim_made_beside_one_carried_from_the_same_instant_opens_room():
+    """x claimed 4 GPUs of h0 earlier at this instant: its 2 free ones and 2 being released.
+    y (ranked first) claims 2 more being released; the next pass takes y's claim first, on
+    the free GPUs, and starts it."""
+    leaving = Run(_workload("u1", "b", 6, min_runtime=0.0), NOW - 100,
+                  Placement((("h0", tuple(range(2, 8))),)), NOW - 100, signalled_at=NOW - 10)
+    y, x = _workload("y", "a", 2), replace(_workload("x", "b", 4), submitted=0.0)
+    state = ClusterState(NOW, [_host("h0")], [leaving], [y, x], {"a": 0.0, "b": 5e5}, 1e6,
+                         [Claim("x", (("h0", 4),), (), NOW)])
+    first = schedule(state, SQUATTED, Params())
+    assert [c.workload_id for c in first.claims] == ["y", "x"]
+    assert first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [d.workload.id for d in second.of(Start)] == ["y"]
+
+
+def _claim_ready_beside_a_reservation(claimant_budget: str) -> ClusterState:
+    """The victim on h0 (not resumable: nothing is requeued) is past its grace period, so the
+    pass stops it and w1's claim there is ready; ``big`` (budget a, idle in the window) finds
+    no victim and holds a host. ``claimant_budget`` a: w1, submitted first, walks first; b
+    (over-used): w1 walks after ``big``'s reservation."""
+    victim = Run(replace(_workload("u1", "c", 8, min_runtime=0.0), resumable=False), NOW - 1000,
+                 Placement((("h0", tuple(range(8))),)), NOW - 1000, signalled_at=NOW - 400)
+    protected = Run(replace(_workload("p1", "c", 8), duration=5000.0), NOW - 100,
+                    Placement((("h1", tuple(range(8))),)), NOW + 500)
+    claimant = replace(_workload("w1", claimant_budget, 8), submitted=0.5)
+    claim = Claim("w1", (("h0", 8),), (), NOW - 400)
+    big = replace(_workload("big", "a", 8), submitted=1.0)
+    usage = {"a": 0.0, "b": 5e5, "c": 5e5}
+    return ClusterState(NOW, [_host("h0"), _host("h1")], [victim, protected], [big, claimant],
+                        usage, 1e6, [claim])
+
+
+def test_a_claim_started_after_a_reservation_was_tried_opens_room():
+    first = schedule(_claim_ready_beside_a_reservation("b"), CLAIMS, Params())
+    assert [type(d).__name__ for d in first.decisions] == ["Stop", "Hold", "Start"]
+    assert first.opens_room
+
+
+def test_a_claim_started_before_any_reservation_was_tried_opens_no_room():
+    state = _claim_ready_beside_a_reservation("a")
+    first = schedule(state, CLAIMS, Params())
+    assert [type(d).__name__ for d in first.decisions] == ["Stop", "Start", "Hold"]
+    assert not first.opens_room
+    second = schedule(apply(state, first), CLAIMS, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
+
+
+def _requeued_beside_a_reservation(budget: str, submitted: float) -> ClusterState:
+    """The run on h0 (resumable, of ``budget``) is past its grace period: the pass stops and
+    requeues it, and w1 starts on its claim there. ``big`` (budget a, idle in the window,
+    submitted at 0) finds no victim and holds h1; c's other request finds no victim either."""
+    requeued = replace(_workload("u1", budget, 8), submitted=submitted)
+    leaving = Run(requeued, NOW - 1000,
+                  Placement((("h0", tuple(range(8))),)), NOW - 400, signalled_at=NOW - 400)
+    busy = Run(replace(_workload("p1", "b", 8), duration=1000.0), NOW - 100,
+               Placement((("h1", tuple(range(8))),)), NOW + 3500)
+    claimant = replace(_workload("w1", "b", 8, min_runtime=3600.0), submitted=0.5)
+    pending = [replace(_workload("big", "a", 8), submitted=0.0), claimant,
+               replace(_workload("c1", "c", 8), submitted=0.2)]
+    usage = {"a": 0.0, "b": 5e4, "c": 5e5}
+    return ClusterState(NOW, [_host("h0"), _host("h1")], [leaving, busy], pending, usage, 1e6,
+                        [Claim("w1", (("h0", 8),), (), NOW - 400)])
+
+
+def test_work_requeued_behind_the_reservation_that_would_only_wait_opens_no_room():
+    state = _requeued_beside_a_reservation("c", 2.0)
+    first = schedule(state, CLAIMS, Params())
+    assert [type(d).__name__ for d in first.decisions] == ["Stop", "Hold", "Start"]
+    assert not first.opens_room
+    second = schedule(apply(state, first), CLAIMS, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
+
+
+def test_work_requeued_ahead_of_the_reservation_opens_room():
+    first = schedule(_requeued_beside_a_reservation("a", -1.0), CLAIMS, Params())
+    assert [type(d).__name__ for d in first.decisions] == ["Stop", "Hold", "Start"]
+    assert first.opens_room
+
+
+def test_work_requeued_with_little_left_to_do_opens_room_to_backfill():
+    """``big`` holds h1 and h2 until h2's runs end; u1 would outlast that with all its work,
+    but requeued with what is left it ends in time, and backfills the free half of h2."""
+    def busy(wid: str, host: str, gpus: range, ends: float) -> Run:
+        w = replace(_workload(wid, "b", len(gpus)), duration=ends - (NOW - 100))
+        return Run(w, NOW - 100, Placement(((host, tuple(gpus)),)), NOW + 3500)
+
+    u1 = replace(_workload("u1", "c", 4), duration=1500.0, submitted=3.0)
+    leaving = Run(u1, NOW - 1000, Placement((("h0", (0, 1, 2, 3)),)), NOW - 400,
+                  signalled_at=NOW - 400)
+    runs = [leaving, busy("q", "h0", range(4, 8), NOW + 9000),
+            busy("p1", "h1", range(8), NOW + 900), busy("p2", "h2", range(4), NOW + 900)]
+    pending = [replace(_workload("big", "a", 16), submitted=0.0),
+               replace(_workload("w1", "b", 4, min_runtime=3600.0), submitted=0.5),
+               replace(_workload("c1", "c", 4), duration=5000.0, submitted=0.2)]
+    state = ClusterState(NOW, [_host("h0"), _host("h1"), _host("h2")], runs, pending,
+                         {"a": 0.0, "b": 5e4, "c": 5e5}, 1e6,
+                         [Claim("w1", (("h0", 4),), (), NOW - 400)])
+    first = schedule(state, CLAIMS, Params())
+    assert [d.hosts for d in first.of(Hold)] == [("h1", "h2")]
+    assert first.opens_room
+    second = schedule(apply(state, first), CLAIMS, Params())
+    assert [(d.workload.id, d.placement.hosts) for d in second.of(Start)] == [("u1", ("h2",))]
 
 
 def test_arrivals_that_all_fit_cost_one_pass_each_in_the_simulator():

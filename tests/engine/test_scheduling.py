@@ -307,6 +307,17 @@ def test_fair_share_backfills_unallocated_work_the_holder_may_preempt():
     assert list(started(result)) == ["free"]
 
 
+def test_an_unallocated_holder_keeps_unallocated_work_off_its_hosts_unless_it_ends_in_time():
+    """Unallocated work may not preempt unallocated work: for such a holder, unallocated work
+    is out of the way only when its expected duration ends before the reservation starts."""
+    big = job("big", gpus=16, min_runtime=0, submitted=0)
+    endless = job("endless", gpus=1, min_runtime=0, submitted=1)
+    short = job("short", gpus=1, min_runtime=0, submitted=2, duration=500)
+    result = one_pass(reserved_cluster(big, endless, short), TWO)
+    assert [hold.workload.id for hold in result.of(Hold)] == ["big"]
+    assert list(started(result)) == ["short"]
+
+
 def test_unallocated_work_backfills_held_hosts_where_allocated_work_of_its_size_could_not():
     """Allocated work of one GPU outlasts the reservation and waits; unallocated work of one
     GPU is out of the holder's way at once and backfills."""
