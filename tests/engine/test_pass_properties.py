@@ -297,7 +297,7 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     the queue shared waits, and leaves the rest of a leaf's line once none of it can: decisions,
     reasons and waits are those of considering each one."""
     stopped = schedule(*case)
-    full = _walked_with(case, _settled=lambda walk, w: None,
+    full = _walked_with(case, _settled=lambda walk, w, record=True: None,
                         _inert=lambda walk, leaf, spans: False)
     _decide_alike(stopped, full)
     assert stopped.waits == full.waits

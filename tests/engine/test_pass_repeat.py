@@ -97,7 +97,7 @@ def test_starts_on_free_gpus_alone_open_no_room():
     assert not result.opens_room
 
 
-def test_a_requeued_workload_opens_room_for_the_next_pass():
+def test_a_requeued_workload_that_could_start_opens_room_for_the_next_pass():
     tree = BudgetTree.from_shares({"a": 1})
     w = _workload("w1", "a", 8)
     run = Run(w, NOW - 1000, Placement((("h0", tuple(range(8))),)), NOW - 400, NOW - 400)
