@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from itertools import compress, count, islice, repeat
 from operator import add, attrgetter, le
@@ -143,8 +143,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
             queue = PendingQueue(queue)
         # Fair Tree only matters when more than one budget competes for allocated time
         if queue.allocated_budgets > 1:
-            walk.standing_if_any = Standing(tree, state.usage, state.capacity)
-            walk.ranked = order_key(walk.standing_if_any)
+            walk.standing_if_any = walk.ranked_by = Standing(tree, state.usage, state.capacity)
         segments = queue.segments(walk.standing_if_any)
         out.consider_in(line for _, line in segments)
         tails: dict[str | None, _Tail] = {}
@@ -364,8 +363,8 @@ class _Walk:
         self.gained: set[str] = set()
         # a claim this pass changed may let the next pass decide more (``Pass.claims_open_room``)
         self.claims_open_room = False
-        # the walk's order when a standing ranked it (``fairshare.order_key``), else None
-        self.ranked: Callable[[Workload], tuple] | None = None
+        # the standing the walk's order was ranked by (``fairshare.order_key``), if any
+        self.ranked_by: Standing | None = None
         # each reservation tried so far, made or not (``_hold``): the requester and its hosts
         self.hold_tries: list[tuple[Workload, tuple[list[str], float, bool] | None]] = []
         self.claims_after_hold = False  # a claim changed after a reservation was tried
@@ -944,10 +943,11 @@ class _Walk:
         open to it (a longer request may only backfill and preempt on fewer hosts)."""
         requeued = [d.run.workload for d in self.out.decisions
                     if isinstance(d, Stop) and d.requeue]
-        if not requeued or self.ranked is None or not self.hold_tries:
+        if not requeued or self.ranked_by is None or not self.hold_tries:
             return False
-        first = self.ranked(self.hold_tries[0][0])
-        return all(self.ranked(w) > first
+        ranked = order_key(self.ranked_by)
+        first = ranked(self.hold_tries[0][0])
+        return all(ranked(w) > first
                    and self._settled(replace(w, duration=0.0), record=False) is not None
                    for w in requeued)
 
