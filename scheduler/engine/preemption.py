@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -106,15 +107,19 @@ def breaks_final_share(mine_after, theirs_after):
 
 @dataclass(slots=True)
 class Lines:
-    """Per victim budget, for one requester budget: whether it outranks it, and the branches
-    that compete (``Rules.branches``) as ``Holdings`` indexes."""
+    """For one requester budget, over the first ``judged`` pairs of a board: the pairs whose
+    budget it outranks (``among``), and for each of those the branches that compete
+    (``Rules.branches``) as ``Holdings`` indexes. At saturation most requesters outrank
+    nobody."""
 
-    outranked: np.ndarray
+    judged: int
+    among: np.ndarray
     mine: np.ndarray
     theirs: np.ndarray
 
     def extend(self, more: Lines) -> Lines:
-        return Lines(np.concatenate((self.outranked, more.outranked)),
+        return Lines(self.judged + more.judged,
+                     np.concatenate((self.among, more.among + self.judged)),
                      np.concatenate((self.mine, more.mine)),
                      np.concatenate((self.theirs, more.theirs)))
 
@@ -140,9 +145,10 @@ class Rules:
     the pass, the final-share rule from the holdings as the pass moves them."""
 
     __slots__ = ("standing", "holdings", "threshold", "now", "blocked", "_verdict", "_cost",
-                 "_board", "_transfer", "_branches")
+                 "_board", "_kept", "_transfer", "_branches")
 
-    def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings):
+    def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings,
+                 kept: Board | None = None):
         self.standing = standing
         self.holdings = holdings
         self.threshold = 1.0 + params.hysteresis
@@ -152,26 +158,29 @@ class Rules:
         self._verdict: dict[tuple[str, str], bool] = {}
         self._cost: dict[int, tuple] = {}
         self._board: Board | None = None
+        self._kept = kept  # a board an earlier pass over the same cluster left (``Board.rebase``)
         # (competing branches, GPUs each way, GPUs each branch holds) -> the final-share
         # verdict on moving one run: the same for every run of that shape
         self._transfer: dict[tuple, FinalShareBlock | None] = {}
         self._branches: dict[tuple[str, str], tuple[str, str]] = {}  # Standing.diverge
 
     def board(self, floor: Floor) -> Board:
-        """The per-host summary of ``floor``, brought up to date."""
-        if self._board is None or self._board.floor is not floor:
-            self._board = Board(floor, self)
+        """The per-host summary of ``floor``, brought up to date: the board kept from an
+        earlier pass when it follows the same hosts, else a new one."""
+        board = self._board
+        if board is not None and board.floor is floor:
+            board.sync()
+        elif board is None and self._kept is not None and self._kept.follows(floor, self):
+            board = self._board = self._kept
+            board.rebase(floor, self)
         else:
-            self._board.sync()
-        return self._board
+            board = self._board = Board(floor, self)
+        return board
 
-    def candidate(self, run: Run) -> bool:
-        """Whether anybody at all could displace ``run`` (a cheap necessary condition)."""
-        if run.workload.min_runtime <= 0:
-            return True
-        return self.now >= run.protected_until and (
-            self.standing.ratio(run.workload.budget) > self.threshold
-        )
+    @property
+    def kept_board(self) -> Board | None:
+        """The board to hand to the next pass over the same cluster, if any was built."""
+        return self._board if self._board is not None else self._kept
 
     def outranks(self, requester: Workload, budget: str) -> bool:
         """Whether ``requester``'s budget ranks above ``budget`` and ``budget``'s line is over
@@ -204,22 +213,21 @@ class Rules:
         return branches
 
     def movable(self, requester: Workload, lines: Lines, gpus: np.ndarray) -> np.ndarray:
-        """Whether moving one run of each pair of ``lines`` (with ``gpus`` GPUs) alone to
+        """Whether moving one run of each pair ``lines`` outranks (with ``gpus`` GPUs) alone to
         ``requester`` breaks the final-share rule: the verdicts of ``moving``, at once."""
         mine = self.holdings.shares(lines.mine, requester.gpus)
         theirs = self.holdings.shares(lines.theirs, -gpus)
         return breaks_final_share(mine, theirs)
 
     def lines(self, requester: Workload, budgets: list[str]) -> Lines:
-        """Whether ``requester`` outranks each of ``budgets``, and the two competing branches
-        of each, as ``Holdings`` indexes."""
+        """Whether ``requester`` outranks each of ``budgets``, and for those it outranks the two
+        competing branches, as ``Holdings`` indexes."""
+        among = [i for i, b in enumerate(budgets) if self.outranks(requester, b)]
         node, branches = self.holdings.node, self.branches
-        pairs = [branches(requester.budget, b) for b in budgets]
-        return Lines(
-            np.array([self.outranks(requester, b) for b in budgets], dtype=bool),
-            np.array([node(m) for m, _ in pairs], dtype=np.int64),
-            np.array([node(t) for _, t in pairs], dtype=np.int64),
-        )
+        pairs = [branches(requester.budget, budgets[i]) for i in among]
+        return Lines(len(budgets), np.array(among, dtype=np.int64),
+                     np.array([node(m) for m, _ in pairs], dtype=np.int64),
+                     np.array([node(t) for _, t in pairs], dtype=np.int64))
 
     def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
         """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would
@@ -297,16 +305,18 @@ class Reach:
     def __init__(self, key: tuple, requester: Workload, board: Board):
         self.key, self.requester = key, requester
         lines = board.lines(requester)
-        outranked = lines.outranked
-        if outranked.any():
-            breaks = board.rules.movable(requester, lines, board.pair_gpus)
-            allowed, kept = outranked & ~breaks, outranked & breaks
-        else:
-            allowed = kept = outranked
-        self.allows, self.keeps = bool(allowed.any()), bool(kept.any())
-        # one more entry, False, for the slot id -1 (no candidate)
-        self.allowed = np.append(allowed, False)
-        self.kept = np.append(kept, False)
+        among = lines.among
+        slots = lines.judged + 1  # one more, False, for the slot id -1 (no candidate)
+        if among.size:
+            breaks = board.rules.movable(requester, lines, board.pair_gpus[among])
+            self.allowed = np.zeros(slots, dtype=bool)
+            self.allowed[among[~breaks]] = True
+            self.kept = np.zeros(slots, dtype=bool)
+            self.kept[among[breaks]] = True
+            self.allows, self.keeps = not breaks.all(), bool(breaks.any())
+        else:  # it outranks nobody
+            self.allowed = self.kept = np.zeros(slots, dtype=bool)
+            self.allows = self.keeps = False
         # a requester that may displace no allocated run, as most may not at saturation, reads
         # the board's own row: what is free, being released or unallocated
         self.open = board.within
@@ -328,7 +338,7 @@ class Reach:
             self.refused[i] = kept.any()
 
     def takes(self, run: Run, board: Board) -> bool:
-        """Whether the requester may displace ``run``, a candidate (``Rules.candidate``: not
+        """Whether the requester may displace ``run``, a candidate (``Board.options_at``: not
         protected): unallocated work gives way to any allocated request, allocated work only
         to one that outranks it within the final-share rule."""
         if run.workload.min_runtime <= 0:
@@ -357,16 +367,37 @@ class Board:
     over-used) its GPUs there and the id of its (budget, GPUs of the run) pair. Whether a
     requester may displace such a run depends only on that pair (``Rules.movable``), so what
     a host can offer it is one vector expression, not a loop over hosts and runs.
+
+    A host's row depends on the floor and on which of its runs are candidates; only the
+    preference among candidates (``over``, ``options_at``) reads the ratios' values. So a
+    board outlives its pass (``Rules.kept_board``): the next pass over the same hosts remakes
+    the rows of the hosts whose runs changed, whose rows the last pass changed, where a
+    protection expired or where a budget crossed its threshold of over-use, and orders the
+    candidates anew (``rebase``).
     """
 
     def __init__(self, floor: Floor, rules: Rules):
         self.floor, self.rules = floor, rules
+        # what a kept board follows: the hosts, the threshold of over-use, the clock
+        self.sizes, self.threshold, self.now = floor.size, rules.threshold, rules.now
         self.hosts = list(floor.size)
         self.row = {h: i for i, h in enumerate(self.hosts)}
         n = len(self.hosts)
         sizes = [floor.size[h] for h in self.hosts]
-        self.options: dict[str, list[tuple[tuple, int, Run]]] = {}  # (cost, GPUs here, run)
-        self.emptiable: dict[str, tuple | None] = {}  # cost of all runs if all are candidates
+        # host -> its candidates (run, GPUs here), and whether every run on it is one
+        self.candidates: dict[str, list[tuple[Run, int]]] = {}
+        self.complete: dict[str, bool] = {}
+        # host -> (cost, GPUs here, run) by this pass's costs, cheapest first: made when read
+        self._options: dict[str, list[tuple[tuple, int, Run]]] = {}
+        # host -> the floor's lists (free, runs, releasing) its row was made from: the plan
+        # replaces a host's lists when its runs change, so other lists mean another row
+        self.seen: dict[str, tuple] = {}
+        self.touched: set[str] = set()  # hosts whose rows follow a pass's own changes
+        # budget -> whether it was over its threshold when its runs' rows were made, and the
+        # hosts those runs were on
+        self.verdicts: dict[str, bool] = {}
+        self.budget_hosts: dict[str, set[str]] = {}
+        self.protected: list[tuple[float, str]] = []  # heap of (a protection's end, its host)
         self.pair_id: dict[tuple[str, int], int] = {}
         self.pair_budget: list[str] = []  # by pair id
         self.pair_gpus = np.zeros(0, dtype=np.int64)
@@ -378,9 +409,10 @@ class Board:
         width = max([len(r) for r in floor.runs.values()] + [1])
         pair = [[-1] * width for _ in range(n)]
         gpus = [[0] * width for _ in range(n)]
-        for h in (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing):
-            i = self.row.get(h)
-            if i is None:
+        busy = (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing)
+        for i, h in enumerate(self.hosts):
+            if h not in busy:
+                self.seen[h] = (floor.free[h], floor.runs.get(h), floor.releasing.get(h))
                 continue
             base[i], within[i], over[i], ids, on_host = self._summarize(h)
             until[i] = floor.held.get(h, math.inf)
@@ -393,12 +425,64 @@ class Board:
         self.pair = np.array(pair, dtype=np.int64).reshape(n, width)  # candidates, by pair id
         self.gpus = np.array(gpus, dtype=np.int64).reshape(n, width)  # their GPUs on the host
         self.unrefused = np.zeros(n, dtype=bool)  # ``Reach.refused`` of a requester refused nothing
+        self.touched = set(floor.dirty)
         floor.dirty.clear()
+
+    def follows(self, floor: Floor, rules: Rules) -> bool:
+        """Whether this board, left by an earlier pass, can be brought to ``floor``: the same
+        hosts, the same threshold of over-use, and a clock that has not gone back (a
+        protection that has expired stays expired)."""
+        return (floor.size is self.sizes and rules.threshold == self.threshold
+                and rules.now >= self.now)
+
+    def rebase(self, floor: Floor, rules: Rules) -> None:
+        """Bring a board an earlier pass left to this pass's ``floor`` and ``rules``."""
+        self.floor, self.rules, self.now = floor, rules, rules.now
+        self._options.clear()
+        self._lines.clear()  # who outranks whom is this pass's standing
+        self._reaches.clear()
+        stale = self.touched | floor.dirty
+        free, runs, releasing = floor.free, floor.runs, floor.releasing
+        for host, (f, r, rel) in self.seen.items():
+            if free[host] is not f or runs.get(host) is not r or releasing.get(host) is not rel:
+                stale.add(host)
+        ratio, threshold = rules.standing.ratio, rules.threshold
+        verdicts = self.verdicts
+        for budget, over_used in verdicts.items():
+            if (ratio(budget) > threshold) is not over_used:
+                verdicts[budget] = not over_used
+                stale |= self.budget_hosts[budget]
+        protected, now = self.protected, rules.now
+        while protected and protected[0][0] <= now:
+            stale.add(heappop(protected)[1])
+        for host in stale:
+            self._refresh(host)
+        self.touched = set(floor.dirty)
+        floor.dirty.clear()
+        self._forget_pairs()
+        # every host's most over-used candidate by this pass's ratios; -1 (no candidate) reads 0
+        by_pair = [min(ratio(b), 1e9) for b in self.pair_budget]
+        self.over = np.array(by_pair + [0.0])[self.pair].max(axis=1)
+
+    def _forget_pairs(self) -> None:
+        """Number again only the pairs some host still has: each requester's ``Lines`` and
+        ``Reach`` are worked out per pair."""
+        used = np.flatnonzero(np.bincount(self.pair.ravel() + 1,
+                                          minlength=len(self.pair_budget) + 1)[1:])
+        if len(used) == len(self.pair_budget):
+            return
+        renumber = np.full(len(self.pair_budget) + 1, -1, dtype=np.int64)  # -1 stays -1
+        renumber[used] = np.arange(len(used))
+        self.pair = renumber[self.pair]
+        self.pair_budget = [self.pair_budget[i] for i in used.tolist()]
+        self.pair_gpus = self.pair_gpus[used]
+        pairs = zip(self.pair_budget, self.pair_gpus.tolist(), strict=True)
+        self.pair_id = {pair: i for i, pair in enumerate(pairs)}
 
     def sync(self) -> None:
         for h in self.floor.dirty:
-            if h in self.row:
-                self._refresh(h)
+            self._refresh(h)
+        self.touched |= self.floor.dirty
         self.floor.dirty.clear()
 
     def _id(self, pair: tuple[str, int]) -> int:
@@ -416,41 +500,72 @@ class Board:
         known = self._lines.get(requester.budget)
         if known is None:
             known = self._lines[requester.budget] = self.rules.lines(requester, self.pair_budget)
-        elif len(known.mine) < len(self.pair_budget):
-            more = self.rules.lines(requester, self.pair_budget[len(known.mine):])
+        elif known.judged < len(self.pair_budget):
+            more = self.rules.lines(requester, self.pair_budget[known.judged:])
             known = self._lines[requester.budget] = known.extend(more)
         return known
 
-    def _summarize(self, host: str) -> tuple[int, int, float, list[int], list[int]]:
-        """Keep ``host``'s options and emptying cost; return its row: GPUs free or being
-        released, those plus unallocated runs' GPUs, the most over-used candidate's ratio, and
-        the pair ids and GPUs of its allocated candidates."""
-        floor, rules = self.floor, self.rules
-        standing = rules.standing
-        base = len(floor.free[host]) + len(floor.releasing[host])
-        unalloc, ids, gpus, over = 0, [], [], 0.0
-        options = []
-        here = floor.runs[host]
-        for run, idx in here:
-            if not rules.candidate(run):
-                continue
-            options.append((rules.cost(run), len(idx), run))
-            if run.workload.min_runtime <= 0:
-                unalloc += len(idx)
-            else:
-                ids.append(self._id((run.workload.budget, run.gpus)))
-                gpus.append(len(idx))
-                over = max(over, min(standing.ratio(run.workload.budget), 1e9))
-        options.sort(key=lambda o: (o[0], o[2].workload.id, o[2].number))  # stable ties
-        self.options[host] = options
+    def options_at(self, host: str) -> list[tuple[tuple, int, Run]]:
+        """``(cost, GPUs here, run)`` of each candidate on ``host``, cheapest first by this
+        pass's costs (``Rules.cost``), ties in a stable order."""
+        options = self._options.get(host)
+        if options is None:
+            cost = self.rules.cost
+            options = [(cost(run), n, run) for run, n in self.candidates.get(host, ())]
+            options.sort(key=lambda o: (o[0], o[2].workload.id, o[2].number))
+            self._options[host] = options
+        return options
+
+    def emptiable_at(self, host: str) -> tuple | None:
+        """The cost of every run on ``host``, or None when one is nobody's to preempt."""
+        if not self.complete.get(host, True):
+            return None
         total = _ZERO
-        for o in options:
+        for o in self.options_at(host):
             total = _add(total, o[0])
-        self.emptiable[host] = total if len(options) == len(here) else None
+        return total
+
+    def _summarize(self, host: str) -> tuple[int, int, float, list[int], list[int]]:
+        """Keep ``host``'s candidates, the runs anybody at all could displace (unallocated, or
+        past their protection with their budget over its threshold), and what decides them.
+        Return its row: GPUs free or being released, those plus unallocated runs' GPUs, the
+        most over-used candidate's ratio, and the pair ids and GPUs of its allocated
+        candidates."""
+        floor, rules = self.floor, self.rules
+        ratio, now, threshold = rules.standing.ratio, rules.now, rules.threshold
+        free, here, releasing = floor.free[host], floor.runs.get(host), floor.releasing.get(host)
+        self.seen[host] = (free, here, releasing)
+        base = len(free) + len(releasing or ())
+        unalloc, ids, gpus, over = 0, [], [], 0.0
+        candidates, protected_until = [], math.inf
+        for run, idx in here or ():
+            if run.workload.min_runtime > 0:
+                budget = run.workload.budget
+                over_used = ratio(budget) > threshold
+                self.verdicts[budget] = over_used
+                self.budget_hosts.setdefault(budget, set()).add(host)
+                if now < run.protected_until:
+                    protected_until = min(protected_until, run.protected_until)
+                    continue
+                if not over_used:
+                    continue
+                ids.append(self._id((budget, run.gpus)))
+                gpus.append(len(idx))
+                over = max(over, min(ratio(budget), 1e9))
+            else:
+                unalloc += len(idx)
+            candidates.append((run, len(idx)))
+        if protected_until < math.inf:  # the row is made again when the first one expires
+            heappush(self.protected, (protected_until, host))
+        self.candidates[host] = candidates
+        self.complete[host] = len(candidates) == len(here or ())
+        self._options.pop(host, None)
         return base, base + unalloc, over, ids, gpus
 
     def _refresh(self, host: str) -> None:
-        i = self.row[host]
+        i = self.row.get(host)
+        if i is None:
+            return  # not available in this pass
         base, within, over, ids, gpus = self._summarize(host)
         self.base[i], self.within[i], self.over[i] = base, within, over
         self.until[i] = self.floor.held.get(host, math.inf)
@@ -548,14 +663,14 @@ def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | No
                 refused = host
             if short[j]:
                 continue
-            options = [o for o in board.options[host] if reach.takes(o[2], board)]
+            options = [o for o in board.options_at(host) if reach.takes(o[2], board)]
             found = _cheapest(options, need[j])
             if found is None:
                 continue
         if best is None or (found[0], host) < (best[0], best[2]):
             best = (found[0], found[1], host)
     if refused is not None:
-        rules.blocked[requester.id] = reach.last_refusal(board.options[refused], board)
+        rules.blocked[requester.id] = reach.last_refusal(board.options_at(refused), board)
     if best is None:
         return None
     return Victims(runs=best[1], hosts=[best[2]], cost=best[0])
@@ -570,17 +685,17 @@ def _on_whole_hosts(requester: Workload, board: Board, ends: float) -> Victims |
     cost: dict[str, tuple] = {}
     for i in rows.tolist():
         host = board.hosts[i]
-        total = board.emptiable.get(host, _ZERO) if host in board.options else _ZERO
+        total = board.emptiable_at(host)
         if total is None:
             continue  # a run on it is nobody's to preempt
         if reach.open[i] >= board.size[i]:
             cost[host] = total
         else:  # every run is a candidate it outranks, and the final-share rule keeps one
-            rules.blocked[requester.id] = reach.first_refusal(board.options[host], board)
+            rules.blocked[requester.id] = reach.first_refusal(board.options_at(host), board)
     chosen = choose_hosts(requester.gpus, cost, floor.size, floor.group, cost)
     if chosen is None:
         return None
-    victims = {id(o[2]): o[2] for host in chosen for o in board.options.get(host, ())}
+    victims = {id(o[2]): o[2] for host in chosen for o in board.options_at(host)}
     total = _ZERO
     for run in victims.values():
         total = _add(total, rules.cost(run))

@@ -56,7 +56,7 @@ from .partitions import Partitioning
 from .pending import PendingQueue, span
 from .placement import Floor, FloorPlan, choose_hosts, place
 from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order, submission_order
-from .preemption import FinalShareBlock, Holdings, Rules, Victims, victims_for
+from .preemption import Board, FinalShareBlock, Holdings, Rules, Victims, victims_for
 from .wording import quantity
 
 _id_of = attrgetter("id")
@@ -74,14 +74,16 @@ class EngineMemo:
 
     Holds the ``FloorPlan`` so that a pass updates its picture of hosts and runs by what
     changed since the previous pass, when the runs on each host are expected free (for
-    reservations, ``_Walk._ready``), and, for a driver that keeps its queue as a
-    ``PendingQueue``, the tails of leaves the last pass left out (``_Walk.run_leaves``). Such a
-    driver also takes waits that a pass does not list one by one (``Pass.behind``,
-    ``Pass.rest``). Optional: without it every pass reads everything and lists every wait.
+    reservations, ``_Walk._ready``), what preemption could free on each host (the ``Board``
+    victim searches read, brought to each pass's floor by what changed), and, for a driver
+    that keeps its queue as a ``PendingQueue``, the tails of leaves the last pass left out
+    (``_Walk.run_leaves``). Such a driver also takes waits that a pass does not list one by
+    one (``Pass.behind``, ``Pass.rest``). Optional: without it every pass reads everything
+    and lists every wait.
     """
 
     __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached",
-                 "release_times", "quiet")
+                 "release_times", "board", "quiet")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
@@ -96,6 +98,9 @@ class EngineMemo:
         # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
         # each GPU of those runs is expected free): ``_Walk._ready``
         self.release_times: dict[str, tuple] = {}
+        # what preemption could free on each host, as the last pass that searched left it
+        # (``preemption.Board.rebase``)
+        self.board: Board | None = None
         # a partition's last pass when it decided nothing, with what it read
         # (``Partitioning.inputs``): while those stay the same, so does the pass
         self.quiet: tuple[tuple, Pass] | None = None
@@ -132,8 +137,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out = Pass()
     stopped = _end_grace(state, params, plan, floor, out)
     _drain(state, plan, floor, stopped, out)
-    walk = _Walk(state, tree, params, None, floor, stopped, out,
-                 memo.release_times if memo is not None else None)
+    walk = _Walk(state, tree, params, None, floor, stopped, out, memo)
     walk.take_claims(state.claims)
     # a driver keeping its queue and memo takes waits named in bulk (``Pass.behind``, ``rest``)
     kept_queue = memo is not None and isinstance(state.pending, PendingQueue)
@@ -166,6 +170,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out.lifts_share_block = walk.lifts_share_block()
     out.claims_open_room = walk.claims_open_room or walk.reservations_move()
     out.requeued_wait = walk.requeued_wait()
+    walk.keep_board()
     return out
 
 
@@ -312,7 +317,7 @@ class _Walk:
         floor: Floor,
         stopped: set[int],
         out: Pass,
-        release_times: dict[str, tuple] | None = None,
+        memo: EngineMemo | None = None,
     ):
         self.state = state
         self.tree = tree
@@ -324,7 +329,8 @@ class _Walk:
         self._rules: Rules | None = None
         self.floor = floor
         self.out = out
-        self.release_times = release_times  # ``EngineMemo.release_times``, when a driver keeps one
+        self.memo = memo  # kept by a driver across the passes of this cluster, if any
+        self.release_times = memo.release_times if memo is not None else None
         self.holds_left = policy_of(params.policy).reservations
         self.holders: list[str] = []
         # the holder is allocated work under fair share: it may preempt unallocated work on the
@@ -394,8 +400,14 @@ class _Walk:
     @property
     def rules(self) -> Rules:
         if self._rules is None:
-            self._rules = Rules(self.standing, self.params, self.now, self._held())
+            kept = self.memo.board if self.memo is not None else None
+            self._rules = Rules(self.standing, self.params, self.now, self._held(), kept)
         return self._rules
+
+    def keep_board(self) -> None:
+        """Hand the preemption board to the next pass over this cluster (``EngineMemo.board``)."""
+        if self.memo is not None and self._rules is not None:
+            self.memo.board = self._rules.kept_board
 
     def _held(self) -> Holdings:
         """What each branch holds now: unsignalled allocated runs (a run preempted in this

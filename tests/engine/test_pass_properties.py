@@ -234,27 +234,17 @@ def _walked_with(case, **methods):
         return schedule(state, tree, params)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.randoms(use_true_random=False))
-def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
-    """Drive several passes like a driver would (start, signal, stop, finish, host changes);
-    with a memo each pass must decide what a pass without one decides."""
-    from scheduler.engine import EngineMemo, Hold, HostDrained
+def _drive(case, rng, step_s: float, decide) -> None:
+    """Drive several passes like a driver would: ``decide(now, running, pending, usage)`` makes
+    each pass, and what it decides is applied (start, signal, stop); between passes runs
+    finish, hosts change state and budgets cross their entitlement as usage moves."""
+    from scheduler.engine import Hold, HostDrained
 
-    state, tree, params = case
-    memo = EngineMemo()
-    running, pending = list(state.running), list(state.pending)
+    state = case[0]
+    running, pending, usage = list(state.running), list(state.pending), dict(state.usage)
     for step in range(5):
-        now = state.now + 200.0 * step
-        fresh = ClusterState(
-            now, state.hosts, list(running), list(pending), state.usage, state.capacity
-        )
-        again = ClusterState(
-            now, state.hosts, list(running), list(pending), state.usage, state.capacity, memo=memo
-        )
-        expected = schedule(fresh, tree, params)
-        assert _summary(schedule(again, tree, params)) == _summary(expected)
-        for d in expected.decisions:
+        now = state.now + step_s * step
+        for d in decide(now, running, pending, usage).decisions:
             if isinstance(d, Start):
                 running.append(Run(d.workload, now, d.placement, now + d.workload.min_runtime))
                 pending.remove(d.workload)
@@ -269,6 +259,83 @@ def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
         if rng.random() < 0.3:
             host = rng.choice(state.hosts)
             host.state = rng.choice([HostState.AVAILABLE, HostState.DRAINING])
+        if rng.random() < 0.5:
+            usage = {leaf: rng.choice([0.0, 1e4, 1e5, 5e5, 2e6]) for leaf in usage}
+
+
+def _drive_with_and_without_memo(case, rng, step_s: float) -> None:
+    """With a memo each pass must decide what a pass without one decides, with the same
+    reasons."""
+    from scheduler.engine import EngineMemo
+
+    state, tree, params = case
+    memo = EngineMemo()
+
+    def decide(now, running, pending, usage):
+        fresh = ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity)
+        again = ClusterState(
+            now, state.hosts, list(running), list(pending), usage, state.capacity, memo=memo
+        )
+        expected = schedule(fresh, tree, params)
+        _decide_alike(schedule(again, tree, params), expected)
+        return expected
+
+    _drive(case, rng, step_s, decide)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_a_memo_reused_across_passes_decides_exactly_as_a_fresh_pass(case, rng):
+    _drive_with_and_without_memo(case, rng, step_s=200.0)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended(), st.randoms(use_true_random=False))
+def test_a_memo_reused_across_contended_passes_decides_exactly_as_a_fresh_pass(case, rng):
+    """Under contention, where the preemption board kept across passes is read most: runs
+    leave their protection and budgets cross their entitlement between passes."""
+    _drive_with_and_without_memo(case, rng, step_s=400.0)
+
+
+def _board_reads(board):
+    """What a preemption board says of each host: its row, its allocated candidates' pairs,
+    and its candidates in order of preference with their costs."""
+    reads = {}
+    for i, host in enumerate(board.hosts):
+        row = zip(board.pair[i].tolist(), board.gpus[i].tolist(), strict=True)
+        pairs = sorted((board.pair_budget[p], int(board.pair_gpus[p]), g) for p, g in row if p >= 0)
+        options = [(cost, n, r.workload.id, r.number) for cost, n, r in board.options_at(host)]
+        reads[host] = (int(board.base[i]), int(board.within[i]), float(board.until[i]),
+                       float(board.over[i]), pairs, options, board.emptiable_at(host))
+    return reads
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended(), st.randoms(use_true_random=False))
+def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
+    """The board a pass leaves, brought to the next pass's floor and ratios, says of every
+    host what a board made from that floor says."""
+    from scheduler.engine import EngineMemo
+    from scheduler.engine.fairshare import Standing
+    from scheduler.engine.preemption import Board, Holdings, Rules
+
+    state, tree, params = case
+    memo = EngineMemo()
+
+    def decide(now, running, pending, usage):
+        memo.plan.update(state.hosts, running)
+        floor = memo.plan.floor()
+        healthy = sum(h.gpus for h in state.hosts if h.state != HostState.DOWN)
+        rules = Rules(Standing(tree, usage, state.capacity), params, now,
+                      Holdings(tree.fraction, healthy))
+        kept = memo.board
+        if kept is not None and kept.follows(floor, rules):
+            kept.rebase(floor, rules)
+            assert _board_reads(kept) == _board_reads(Board(memo.plan.floor(), rules))
+        return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
+                                     state.capacity, memo=memo), tree, params)
+
+    _drive(case, rng, 400.0, decide)
 
 
 @SETTINGS

@@ -403,3 +403,32 @@ def test_a_branch_may_not_reclaim_beyond_its_share_from_the_last_run_of_another(
     st = state(NOW, ONE_HOST, [paid], [job("req", "a/a1", gpus=8)],
                usage={"b/b1": 900.0}, capacity=CAPACITY)
     assert preempted(one_pass(st, TWO)) == []
+
+
+def test_a_kept_board_finds_a_run_whose_protection_expired_between_others_on_its_host():
+    """A board kept across passes remakes a host's row when the first of its protections
+    expires, whichever runs are listed around it there and stay protected longer."""
+    from scheduler.engine.fairshare import Standing
+    from scheduler.engine.model import Params
+    from scheduler.engine.placement import FloorPlan
+    from scheduler.engine.preemption import Board, Holdings, Rules
+
+    def protected_for(name, hours, indices):
+        w = job(name, "b/b1", gpus=len(indices), min_runtime=hours * HOUR)
+        return run(w, "h0", indices, started=NOW - HOUR / 2)
+
+    plan = FloorPlan()
+    plan.update(ONE_HOST, [protected_for("before", 3, range(3)),
+                           protected_for("early", 1, range(3, 5)),
+                           protected_for("after", 3, range(5, 8))])
+
+    def rules(now):
+        standing = Standing(TWO, {"b/b1": 1000.0}, CAPACITY)  # b/b1 at 200%
+        return Rules(standing, Params(), now, Holdings(TWO.fraction, 8))
+
+    kept = Board(plan.floor(), rules(NOW))
+    assert kept.options_at("h0") == []  # all three protected
+    later, floor = rules(NOW + HOUR), plan.floor()
+    assert kept.follows(floor, later)
+    kept.rebase(floor, later)
+    assert [r.workload.id for _, _, r in kept.options_at("h0")] == ["early"]
