@@ -267,10 +267,15 @@ class Rules:
         if c is None:
             g = run.placement.gpus
             allocated = run.workload.min_runtime > 0
-            over = min(self.standing.ratio(run.workload.budget), 1e9) if allocated else 0.0
+            over = self.over_use(run.workload.budget) if allocated else 0.0
             c = (g if allocated else 0, g, 0 if run.workload.resumable else g, -over * g)
             self._cost[id(run)] = c
         return c
+
+    def over_use(self, budget: str) -> float:
+        """How over-used ``budget`` is, as victims are preferred by (an unknown budget's
+        infinite ratio capped, so that sums of costs stay finite)."""
+        return min(self.standing.ratio(budget), 1e9)
 
     def reason(self, requester: Workload, run: Run) -> str:
         head = f"preempted to make room for {requester.label} of {requester.budget}"
@@ -404,27 +409,22 @@ class Board:
         self._lines: dict[str, Lines] = {}  # by requester budget, for the pairs so far
         # by (requester budget, GPUs, holdings version): one version at a time is kept
         self._reaches: dict[tuple, Reach] = {}
-        # rows built as lists and turned into arrays once: hosts without runs keep their size
-        base, within, over, until = list(sizes), list(sizes), [0.0] * n, [math.inf] * n
-        width = max([len(r) for r in floor.runs.values()] + [1])
-        pair = [[-1] * width for _ in range(n)]
-        gpus = [[0] * width for _ in range(n)]
-        busy = (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing)
-        for i, h in enumerate(self.hosts):
-            if h not in busy:
-                self.seen[h] = (floor.free[h], floor.runs.get(h), floor.releasing.get(h))
-                continue
-            base[i], within[i], over[i], ids, on_host = self._summarize(h)
-            until[i] = floor.held.get(h, math.inf)
-            pair[i][:len(ids)], gpus[i][:len(ids)] = ids, on_host
+        # hosts without runs keep their size free; the others' rows are made one by one
         self.size = np.array(sizes, dtype=np.int64)
-        self.base = np.array(base, dtype=np.int64)  # free or being released
-        self.within = np.array(within, dtype=np.int64)  # base + GPUs of unallocated runs
-        self.until = np.array(until)  # when a held host's reservation starts; inf if not
-        self.over = np.array(over)  # most over-used candidate ratio on the host
-        self.pair = np.array(pair, dtype=np.int64).reshape(n, width)  # candidates, by pair id
-        self.gpus = np.array(gpus, dtype=np.int64).reshape(n, width)  # their GPUs on the host
+        self.base = self.size.copy()  # free or being released
+        self.within = self.size.copy()  # base + GPUs of unallocated runs
+        self.until = np.full(n, math.inf)  # when a held host's reservation starts; inf if not
+        self.over = np.zeros(n)  # most over-used candidate ratio on the host
+        width = max([len(r) for r in floor.runs.values()] + [1])
+        self.pair = np.full((n, width), -1, dtype=np.int64)  # candidates, by pair id
+        self.gpus = np.zeros((n, width), dtype=np.int64)  # their GPUs on the host
         self.unrefused = np.zeros(n, dtype=bool)  # ``Reach.refused`` of a requester refused nothing
+        busy = (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing)
+        for h in self.hosts:
+            if h in busy:
+                self._refresh(h)
+            else:
+                self.seen[h] = (floor.free[h], floor.runs.get(h), floor.releasing.get(h))
         self.touched = set(floor.dirty)
         floor.dirty.clear()
 
@@ -441,7 +441,7 @@ class Board:
         self._options.clear()
         self._lines.clear()  # who outranks whom is this pass's standing
         self._reaches.clear()
-        stale = self.touched | floor.dirty
+        stale, self.touched = self.touched, set()
         free, runs, releasing = floor.free, floor.runs, floor.releasing
         for host, (f, r, rel) in self.seen.items():
             if free[host] is not f or runs.get(host) is not r or releasing.get(host) is not rel:
@@ -455,13 +455,12 @@ class Board:
         protected, now = self.protected, rules.now
         while protected and protected[0][0] <= now:
             stale.add(heappop(protected)[1])
-        for host in stale:
+        for host in stale - floor.dirty:
             self._refresh(host)
-        self.touched = set(floor.dirty)
-        floor.dirty.clear()
+        self.sync()  # hosts this pass changed already
         self._forget_pairs()
         # every host's most over-used candidate by this pass's ratios; -1 (no candidate) reads 0
-        by_pair = [min(ratio(b), 1e9) for b in self.pair_budget]
+        by_pair = list(map(rules.over_use, self.pair_budget))
         self.over = np.array(by_pair + [0.0])[self.pair].max(axis=1)
 
     def _forget_pairs(self) -> None:
@@ -480,10 +479,13 @@ class Board:
         self.pair_id = {pair: i for i, pair in enumerate(pairs)}
 
     def sync(self) -> None:
-        for h in self.floor.dirty:
+        """Remake the rows of the hosts this pass changed on its floor since the board last
+        looked; the next pass remakes them from its own floor (``touched``)."""
+        dirty = self.floor.dirty
+        for h in dirty:
             self._refresh(h)
-        self.touched |= self.floor.dirty
-        self.floor.dirty.clear()
+        self.touched |= dirty
+        dirty.clear()
 
     def _id(self, pair: tuple[str, int]) -> int:
         i = self.pair_id.get(pair)
@@ -551,7 +553,7 @@ class Board:
                     continue
                 ids.append(self._id((budget, run.gpus)))
                 gpus.append(len(idx))
-                over = max(over, min(ratio(budget), 1e9))
+                over = max(over, rules.over_use(budget))
             else:
                 unalloc += len(idx)
             candidates.append((run, len(idx)))

@@ -333,9 +333,7 @@ class _Walk:
         self.release_times = memo.release_times if memo is not None else None
         self.holds_left = policy_of(params.policy).reservations
         self.holders: list[str] = []
-        # the holder is allocated work under fair share: it may preempt unallocated work on the
-        # held hosts when its reservation starts, so such work is out of its way at once
-        self.holder_preempts = False
+        self.holder_preempts = False  # ``_preempts_unallocated`` of the reservation's holder
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
         # leaf -> the smallest sizes that found no victims (``_found_nothing``): with every host
         # open to them, and with the held hosts closed to them; larger requests skip the search
@@ -1072,6 +1070,12 @@ class _Walk:
 
     # -- reserve -------------------------------------------------------------------------------
 
+    def _preempts_unallocated(self, holder: Workload) -> bool:
+        """Whether ``holder`` may preempt unallocated work on the hosts it holds once its
+        reservation starts (allocated work under fair share): such work is out of its way at
+        once."""
+        return holder.min_runtime > 0 and self.policy == "fairshare"
+
     def _free_at(self, run: Run, holder: Workload) -> tuple[float, bool]:
         """When ``run`` is expected to be out of the way of ``holder``, and whether that is
         known (an expected duration, or work the holder may preempt) or only its protection:
@@ -1080,7 +1084,7 @@ class _Walk:
         return max(self.now, t), known
 
     def _expected_free(self, run: Run, holder: Workload) -> tuple[float, bool]:
-        if run.workload.min_runtime <= 0 and holder.min_runtime > 0 and self.policy == "fairshare":
+        if run.workload.min_runtime <= 0 and self._preempts_unallocated(holder):
             return -math.inf, True  # the holder may preempt it: free now, whenever now is
         d = run.workload.duration
         if d is not None:
@@ -1103,7 +1107,7 @@ class _Walk:
             t.sort()
             return t[k] if -len(t) <= k < len(t) else None
         runs = floor.runs[host]
-        preempts = holder.min_runtime > 0 and self.policy == "fairshare"
+        preempts = self._preempts_unallocated(holder)
         memo = kept.get(host)
         if memo is None or memo[0] is not runs or memo[1] != preempts:
             times = []
@@ -1133,7 +1137,7 @@ class _Walk:
         kept = self.release_times or {}
         floor, now, started = self.floor, self.now, self.started
         runs, releasing, free = floor.runs, floor.releasing, floor.free
-        preempts = holder.min_runtime > 0 and self.policy == "fairshare"
+        preempts = self._preempts_unallocated(holder)
         out = {}
         for h in hosts:
             memo = kept.get(h)
@@ -1187,7 +1191,7 @@ class _Walk:
             floor.hold(h, until)
         self.holds_left -= 1
         self.holders.append(w.label)
-        self.holder_preempts = w.min_runtime > 0 and self.policy == "fairshare"
+        self.holder_preempts = self._preempts_unallocated(w)
         self._uncovered.clear()  # the searches to be made now depend on the reservation
         if known:
             when = f"expected free at {clock(until)}"

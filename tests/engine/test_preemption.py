@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from engine_builders import HOUR, hosts, job, one_pass, preempted, run, started, state, tree
 
 NOW = 10 * HOUR
@@ -403,6 +405,27 @@ def test_a_branch_may_not_reclaim_beyond_its_share_from_the_last_run_of_another(
     st = state(NOW, ONE_HOST, [paid], [job("req", "a/a1", gpus=8)],
                usage={"b/b1": 900.0}, capacity=CAPACITY)
     assert preempted(one_pass(st, TWO)) == []
+
+
+def test_a_kept_board_forgets_the_hosts_the_last_pass_held():
+    """A reservation lives for one pass: the next pass's board has the held host open again,
+    though the host's runs are the same."""
+    from scheduler.engine.fairshare import Standing
+    from scheduler.engine.model import Params
+    from scheduler.engine.placement import FloorPlan
+    from scheduler.engine.preemption import Board, Holdings, Rules
+
+    plan = FloorPlan()
+    plan.update(ONE_HOST, [past(job("b-run", "b/b1", gpus=4), "h0", range(4))])
+    rules = Rules(Standing(TWO, {"b/b1": 1000.0}, CAPACITY), Params(), NOW,
+                  Holdings(TWO.fraction, 8))
+    floor = plan.floor()
+    kept = Board(floor, rules)
+    floor.hold("h0", NOW + HOUR)
+    kept.sync()
+    assert kept.until.tolist() == [NOW + HOUR]
+    kept.rebase(plan.floor(), rules)
+    assert kept.until.tolist() == [math.inf]
 
 
 def test_a_kept_board_finds_a_run_whose_protection_expired_between_others_on_its_host():
