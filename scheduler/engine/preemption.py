@@ -28,6 +28,7 @@ before the reservation starts (``ends <= until``): the same rule as backfilling 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
@@ -144,13 +145,18 @@ class Rules:
     """Who may displace whom in one pass: rank and over-use from the ratios at the start of
     the pass, the final-share rule from the holdings as the pass moves them."""
 
-    __slots__ = ("standing", "holdings", "threshold", "now", "blocked", "_verdict", "_cost",
-                 "_board", "_kept", "_transfer", "_branches")
+    __slots__ = ("standing", "_holdings", "_held", "threshold", "now", "blocked", "_verdict",
+                 "_cost", "_board", "_kept", "_transfer", "_branches")
 
-    def __init__(self, standing: Standing, params: Params, now: float, holdings: Holdings,
-                 kept: Board | None = None):
+    def __init__(self, standing: Standing, params: Params, now: float,
+                 holdings: Holdings | Callable[[], Holdings], kept: Board | None = None):
         self.standing = standing
-        self.holdings = holdings
+        # the holdings, or how to count them: only the final-share rule reads them, and a pass
+        # whose searches all find nothing again (``Board.finds_nothing``) never does
+        if isinstance(holdings, Holdings):
+            self._holdings, self._held = holdings, None
+        else:
+            self._holdings, self._held = None, holdings
         self.threshold = 1.0 + params.hysteresis
         self.now = now
         # requester id -> the last final-share block that kept a run from being its victim
@@ -176,6 +182,12 @@ class Rules:
         else:
             board = self._board = Board(floor, self)
         return board
+
+    @property
+    def holdings(self) -> Holdings:
+        if self._holdings is None:
+            self._holdings = self._held()
+        return self._holdings
 
     @property
     def kept_board(self) -> Board | None:
@@ -378,7 +390,9 @@ class Board:
     board outlives its pass (``Rules.kept_board``): the next pass over the same hosts remakes
     the rows of the hosts whose runs changed, whose rows the last pass changed, where a
     protection expired or where a budget crossed its threshold of over-use, and orders the
-    candidates anew (``rebase``).
+    candidates anew (``rebase``). What a search that found no victims read is carried along
+    with it: while no row it read is remade with more to offer, the next search of its budget
+    finds none either (``finds_nothing``), in this pass or the next.
     """
 
     def __init__(self, floor: Floor, rules: Rules):
@@ -403,6 +417,16 @@ class Board:
         self.verdicts: dict[str, bool] = {}
         self.budget_hosts: dict[str, set[str]] = {}
         self.protected: list[tuple[float, str]] = []  # heap of (a protection's end, its host)
+        # the rows remade so far, in order, the first ``remade_before`` of them forgotten: a
+        # search that found no victims finds none again while every row remade since offers
+        # its requester less than it needs (``finds_nothing``)
+        self.remade: list[int] = []
+        self.remade_before = 0
+        # requester budget -> (GPUs, rows remade by then, rows closed to it) of its smallest
+        # request that found no victims, under ``order``: who outranks whom
+        self.nothing: dict[str, tuple[int, int, frozenset[int]]] = {}
+        self.order = _order(rules)
+        self.remade_then = 0  # rows remade when the last pass began: older verdicts are let go
         self.pair_id: dict[tuple[str, int], int] = {}
         self.pair_budget: list[str] = []  # by pair id
         self.pair_gpus = np.zeros(0, dtype=np.int64)
@@ -442,6 +466,7 @@ class Board:
         self._lines.clear()  # who outranks whom is this pass's standing
         self._reaches.clear()
         stale, self.touched = self.touched, set()
+        self._keep_recent_verdicts(rules)
         free, runs, releasing = floor.free, floor.runs, floor.releasing
         for host, (f, r, rel) in self.seen.items():
             if free[host] is not f or runs.get(host) is not r or releasing.get(host) is not rel:
@@ -462,6 +487,68 @@ class Board:
         # every host's most over-used candidate by this pass's ratios; -1 (no candidate) reads 0
         by_pair = list(map(rules.over_use, self.pair_budget))
         self.over = np.array(by_pair + [0.0])[self.pair].max(axis=1)
+
+    def _keep_recent_verdicts(self, rules: Rules) -> None:
+        """Let go of the verdicts of ``finds_nothing`` made before the last pass, or under
+        another order of who outranks whom, and of the rows remade before the rest."""
+        order = _order(rules)
+        if order != self.order:
+            self.order = order
+            self.nothing.clear()
+        recent = self.remade_then
+        self.nothing = {b: v for b, v in self.nothing.items() if v[1] >= recent}
+        first = min((v[1] for v in self.nothing.values()), default=self.remade_count)
+        del self.remade[:first - self.remade_before]
+        self.remade_before = first
+        self.remade_then = self.remade_count
+
+    @property
+    def remade_count(self) -> int:
+        return self.remade_before + len(self.remade)
+
+    def found_nothing(self, requester: Workload, ends: float) -> None:
+        """Note that a search for ``requester``, out of the way by ``ends``, found no victims,
+        not even runs the final-share rule would keep from it: no host open to it offers it
+        enough GPUs, counting those free, being released, of unallocated runs and of the
+        candidates of budgets it outranks."""
+        known = self.nothing.get(requester.budget)
+        if known is None or requester.gpus <= known[0]:
+            self.nothing[requester.budget] = (requester.gpus, self.remade_count,
+                                              self._closed(ends))
+
+    def finds_nothing(self, requester: Workload, ends: float) -> bool:
+        """Whether a search for ``requester``, out of the way by ``ends``, finds no victims, as
+        one of its budget no larger did (``found_nothing``): the hosts open to it then offered
+        too little, and a host offers the same while its row is not remade and who outranks
+        whom stays the same (``order``). So only the rows remade since and those closed to
+        that search and open to this one are looked at. A host offers one request on its own
+        the GPUs it needs, and a request of more GPUs than any host holds every GPU of the
+        host (``victims_for``)."""
+        known = self.nothing.get(requester.budget)
+        g = requester.gpus
+        if known is None or g < known[0]:
+            return False
+        whole = g > self.floor.largest
+        outranks, hosts, candidates = self.rules.outranks, self.hosts, self.candidates
+        looked_at = set(self.remade[known[1] - self.remade_before:]) | known[2]
+        for i in looked_at - self._closed(ends):
+            size = int(self.size[i])
+            need = size if whole else g
+            if size < need:
+                continue
+            offer = int(self.within[i])  # unallocated runs' GPUs are in it
+            for run, gpus in candidates.get(hosts[i], ()):
+                if run.workload.min_runtime > 0 and outranks(requester, run.workload.budget):
+                    offer += gpus
+            if offer >= need:
+                return False
+        return True
+
+    def _closed(self, ends: float) -> frozenset[int]:
+        """The rows of held hosts whose reservation starts before ``ends``."""
+        row = self.row
+        return frozenset(row[h] for h, until in self.floor.held.items()
+                         if until < ends and h in row)
 
     def _forget_pairs(self) -> None:
         """Number again only the pairs some host still has: each requester's ``Lines`` and
@@ -581,6 +668,7 @@ class Board:
         self.gpus[i] = gpus + [0] * pad
         for reach in self._reaches.values():
             reach.patch(i, within, self.pair[i], self.gpus[i])
+        self.remade.append(i)
 
     def reach(self, requester: Workload) -> Reach:
         """What each host could offer ``requester`` (``Reach``). Kept per requester budget and
@@ -592,6 +680,14 @@ class Board:
                 self._reaches.clear()  # judged on holdings that have moved since
             reach = self._reaches[key] = Reach(key, requester, self)
         return reach
+
+
+def _order(rules: Rules) -> tuple:
+    """Who outranks whom as ``Rules.outranks`` reads the standing: the Fair Tree order, and
+    which nodes are over the threshold of over-use (a budget the tree does not know always
+    is)."""
+    standing, threshold = rules.standing, rules.threshold
+    return tuple(standing.position), tuple(r > threshold for r in standing.ratios.values())
 
 
 def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, list[Run]] | None:

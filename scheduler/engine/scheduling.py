@@ -399,7 +399,7 @@ class _Walk:
     def rules(self) -> Rules:
         if self._rules is None:
             kept = self.memo.board if self.memo is not None else None
-            self._rules = Rules(self.standing, self.params, self.now, self._held(), kept)
+            self._rules = Rules(self.standing, self.params, self.now, self._held, kept)
         return self._rules
 
     def keep_board(self) -> None:
@@ -898,11 +898,16 @@ class _Walk:
         block = self._refusal(w.budget, g, ends)
         if block is not None:
             return self._found_none(w, block, ends)
-        found = victims_for(w, self.floor, self.rules, ends)
+        rules = self.rules
+        board = rules.board(self.floor)
+        # a search of its budget that found nothing in an earlier pass may still hold
+        found = None if board.finds_nothing(w, ends) else victims_for(w, self.floor, rules, ends)
         if found is None:
-            block = self.rules.blocked.get(w.id)  # a victim there was, but not within the rule
+            block = rules.blocked.get(w.id)  # a victim there was, but not within the rule
+            if block is None:
+                board.found_nothing(w, ends)
         else:  # each victim alone may keep to the final-share rule while the set does not
-            block = self.rules.final_share_block(w, found.runs)
+            block = rules.final_share_block(w, found.runs)
         if found is None or block is not None:
             self._searched[w.budget, g, self._opening(ends)] = (self._seen(), block)
             return self._found_none(w, block, ends)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -332,6 +334,48 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
         if kept is not None and kept.follows(floor, rules):
             kept.rebase(floor, rules)
             assert _board_reads(kept) == _board_reads(Board(memo.plan.floor(), rules))
+        return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
+                                     state.capacity, memo=memo), tree, params)
+
+    _drive(case, rng, 400.0, decide)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended(), st.randoms(use_true_random=False))
+def test_a_kept_board_says_a_search_finds_nothing_only_where_a_fresh_one_finds_nothing(case, rng):
+    """The searches that found no victims in earlier passes, carried on the kept board, skip a
+    search only where one on a board made afresh, with a host held or not, finds no victims
+    and no run the final-share rule keeps."""
+    from scheduler.engine import EngineMemo
+    from scheduler.engine.fairshare import Standing
+    from scheduler.engine.preemption import Holdings, Rules, victims_for
+
+    state, tree, params = case
+    memo = EngineMemo()
+
+    def decide(now, running, pending, usage):
+        memo.plan.update(state.hosts, running)
+        healthy = sum(h.gpus for h in state.hosts if h.state != HostState.DOWN)
+
+        def rules():
+            return Rules(Standing(tree, usage, state.capacity), params, now,
+                         Holdings(tree.fraction, healthy))
+
+        kept, floor, fresh = memo.board, memo.plan.floor(), memo.plan.floor()
+        if kept is not None and kept.follows(floor, rules()):
+            kept.rebase(floor, rules())
+            held = rng.choice([None, *floor.size])
+            if held is not None:
+                until = now + rng.choice([600.0, 3600.0, 4 * 3600.0])
+                floor.hold(held, until)
+                fresh.hold(held, until)
+                kept.sync()
+            for w in pending:
+                for ends in (now + 1800.0, now + 7200.0, math.inf):
+                    if w.min_runtime > 0 and kept.finds_nothing(w, ends):
+                        afresh = rules()
+                        assert victims_for(w, fresh, afresh, ends) is None
+                        assert w.id not in afresh.blocked
         return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
                                      state.capacity, memo=memo), tree, params)
 

@@ -455,3 +455,111 @@ def test_a_kept_board_finds_a_run_whose_protection_expired_between_others_on_its
     assert kept.follows(floor, later)
     kept.rebase(floor, later)
     assert [r.workload.id for _, _, r in kept.options_at("h0")] == ["early"]
+
+
+
+TWO_HOSTS = hosts(2)
+REQUEST = job("req", "a/a1", gpus=4)
+
+
+class Passes:
+    """A cluster's floor and the preemption board kept across its passes, as a driver with an
+    ``EngineMemo`` keeps them; ratios as in ``TWO``."""
+
+    def __init__(self, runs, used, now=NOW):
+        from scheduler.engine.placement import FloorPlan
+        from scheduler.engine.preemption import Board
+
+        self.plan = FloorPlan()
+        self.plan.update(TWO_HOSTS, runs)
+        self.floor = self.plan.floor()
+        self.board = Board(self.floor, self.rules(now, used))
+
+    @staticmethod
+    def rules(now, used):
+        from scheduler.engine.fairshare import Standing
+        from scheduler.engine.model import Params
+        from scheduler.engine.preemption import Holdings, Rules
+
+        return Rules(Standing(TWO, used, CAPACITY), Params(), now, Holdings(TWO.fraction, 16))
+
+    def next(self, runs, used, now=NOW):
+        """The next pass: its floor has ``runs``, its standing ``used`` usage."""
+        self.plan.update(TWO_HOSTS, runs)
+        self.floor, rules = self.plan.floor(), self.rules(now, used)
+        assert self.board.follows(self.floor, rules)
+        self.board.rebase(self.floor, rules)
+        return rules
+
+    def searched(self, requester, rules, ends=math.inf):
+        """A victim search on this pass's floor, noted on the board as a pass notes it when it
+        finds nothing (``_Walk._victims``)."""
+        from scheduler.engine.preemption import victims_for
+
+        found = victims_for(requester, self.floor, rules, ends)
+        assert found is None and requester.id not in rules.blocked
+        self.board.found_nothing(requester, ends)
+
+
+def protected(name, host, budget="b/b1"):
+    return run(job(name, budget, gpus=8, min_runtime=8 * HOUR), host, range(8), started=NOW)
+
+
+B_OVER = {"b/b1": 900.0, "a/a1": 100.0}  # b/b1 at 180%, a/a1 at 20%
+
+
+def test_a_search_that_found_nothing_holds_in_the_next_pass_while_no_host_offers_more():
+    """b/b1's runs on both hosts are protected: a/a1 finds no victims, and in the next pass,
+    with the same runs a minute later, none again."""
+    runs = [protected("b0", "h0"), protected("b1", "h1")]
+    passes = Passes(runs, B_OVER)
+    passes.searched(REQUEST, passes.board.rules)
+    passes.next(runs, B_OVER, NOW + 60)
+    assert passes.board.finds_nothing(REQUEST, math.inf)
+    assert passes.board.finds_nothing(job("larger", "a/a1", gpus=6), math.inf)
+    assert not passes.board.finds_nothing(job("smaller", "a/a1", gpus=2), math.inf)
+
+
+def test_a_search_that_found_nothing_is_made_again_when_a_run_ends():
+    """h1's run ends: its GPUs are free, and a/a1 may have them."""
+    runs = [protected("b0", "h0"), protected("b1", "h1")]
+    passes = Passes(runs, B_OVER)
+    passes.searched(REQUEST, passes.board.rules)
+    passes.next(runs[:1], B_OVER, NOW + 60)
+    assert not passes.board.finds_nothing(REQUEST, math.inf)
+
+
+def test_a_search_that_found_nothing_is_made_again_when_a_protection_expires():
+    """b0 was protected for an hour only: past it, b/b1 being over-used, a/a1 may preempt it."""
+    short = run(job("b0", "b/b1", gpus=8, min_runtime=HOUR), "h0", range(8), started=NOW)
+    runs = [short, protected("b1", "h1")]
+    passes = Passes(runs, B_OVER)
+    passes.searched(REQUEST, passes.board.rules)
+    passes.next(runs, B_OVER, NOW + 2 * HOUR)
+    assert not passes.board.finds_nothing(REQUEST, math.inf)
+
+
+def test_a_search_that_found_nothing_is_made_again_on_a_host_held_from_it_then():
+    """h0's run is past its protection but h0 was held from a/a1's search (its reservation
+    starting before a/a1 would be gone): h0 is open to a request gone before the reservation
+    starts, and in the next pass, which holds nothing, to every request."""
+    runs = [past(job("b0", "b/b1", gpus=8), "h0", range(8)), protected("b1", "h1")]
+    passes = Passes(runs, B_OVER)
+    passes.floor.hold("h0", NOW + HOUR)
+    passes.board.sync()
+    passes.searched(REQUEST, passes.board.rules, ends=NOW + 2 * HOUR)
+    assert passes.board.finds_nothing(REQUEST, NOW + 2 * HOUR)  # h0 still held from it
+    assert not passes.board.finds_nothing(REQUEST, NOW + HOUR / 2)  # gone before it starts
+    passes.next(runs, B_OVER, NOW + 60)
+    assert not passes.board.finds_nothing(REQUEST, NOW + 2 * HOUR)
+
+
+def test_a_search_that_found_nothing_is_made_again_when_its_budget_comes_to_outrank_another():
+    """b/b1's run on h0 is past its protection and b/b1 over-used throughout, but a/a1 ranks
+    below it (a/a1 at 150%, b/b1 at 130%) until a/a1's usage falls to 120%: no host's runs
+    changed, yet a/a1 may preempt b/b1's run now."""
+    runs = [past(job("b0", "b/b1", gpus=8), "h0", range(8)), protected("b1", "h1")]
+    passes = Passes(runs, {"a/a1": 750.0, "b/b1": 650.0})
+    passes.searched(REQUEST, passes.board.rules)
+    passes.next(runs, {"a/a1": 600.0, "b/b1": 650.0}, NOW + 60)
+    assert not passes.board.finds_nothing(REQUEST, math.inf)
