@@ -457,7 +457,6 @@ def test_a_kept_board_finds_a_run_whose_protection_expired_between_others_on_its
     assert [r.workload.id for _, _, r in kept.options_at("h0")] == ["early"]
 
 
-
 TWO_HOSTS = hosts(2)
 REQUEST = job("req", "a/a1", gpus=4)
 
@@ -489,7 +488,6 @@ class Passes:
         self.floor, rules = self.plan.floor(), self.rules(now, used)
         assert self.board.follows(self.floor, rules)
         self.board.rebase(self.floor, rules)
-        return rules
 
     def searched(self, requester, rules, ends=math.inf):
         """A victim search on this pass's floor, noted on the board as a pass notes it when it
@@ -501,8 +499,9 @@ class Passes:
         self.board.found_nothing(requester, ends)
 
 
-def protected(name, host, budget="b/b1"):
-    return run(job(name, budget, gpus=8, min_runtime=8 * HOUR), host, range(8), started=NOW)
+def protected(name, host):
+    """b/b1's run filling ``host``, protected for hours yet."""
+    return run(job(name, "b/b1", gpus=8, min_runtime=8 * HOUR), host, range(8), started=NOW)
 
 
 B_OVER = {"b/b1": 900.0, "a/a1": 100.0}  # b/b1 at 180%, a/a1 at 20%
