@@ -422,9 +422,10 @@ class Board:
         # its requester less than it needs (``finds_nothing``)
         self.remade: list[int] = []
         self.remade_before = 0
-        # requester budget -> (GPUs, rows remade by then, rows closed to it) of its smallest
-        # request that found no victims, under ``order``: who outranks whom
-        self.nothing: dict[str, tuple[int, int, frozenset[int]]] = {}
+        # (requester budget, on whole hosts) -> (GPUs, rows remade by then, rows closed to it)
+        # of its smallest request of that kind that found no victims, under ``order``: who
+        # outranks whom
+        self.nothing: dict[tuple[str, bool], tuple[int, int, frozenset[int]]] = {}
         self.order = _order(rules)
         self.remade_then = 0  # rows remade when the last pass began: older verdicts are let go
         self.pair_id: dict[tuple[str, int], int] = {}
@@ -511,10 +512,10 @@ class Board:
         not even runs the final-share rule would keep from it: no host open to it offers it
         enough GPUs, counting those free, being released, of unallocated runs and of the
         candidates of budgets it outranks."""
-        known = self.nothing.get(requester.budget)
+        kind = (requester.budget, requester.gpus > self.floor.largest)
+        known = self.nothing.get(kind)
         if known is None or requester.gpus <= known[0]:
-            self.nothing[requester.budget] = (requester.gpus, self.remade_count,
-                                              self._closed(ends))
+            self.nothing[kind] = (requester.gpus, self.remade_count, self._closed(ends))
 
     def finds_nothing(self, requester: Workload, ends: float) -> bool:
         """Whether a search for ``requester``, out of the way by ``ends``, finds no victims, as
@@ -524,11 +525,11 @@ class Board:
         that search and open to this one are looked at. A host offers one request on its own
         the GPUs it needs, and a request of more GPUs than any host holds every GPU of the
         host (``victims_for``)."""
-        known = self.nothing.get(requester.budget)
         g = requester.gpus
+        whole = g > self.floor.largest
+        known = self.nothing.get((requester.budget, whole))
         if known is None or g < known[0]:
             return False
-        whole = g > self.floor.largest
         outranks, hosts, candidates = self.rules.outranks, self.hosts, self.candidates
         looked_at = set(self.remade[known[1] - self.remade_before:]) | known[2]
         for i in looked_at - self._closed(ends):

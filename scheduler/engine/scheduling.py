@@ -335,9 +335,10 @@ class _Walk:
         self.holders: list[str] = []
         self.holder_preempts = False  # ``_preempts_unallocated`` of the reservation's holder
         self.nofit = math.inf  # smallest size that did not fit on open hosts: fits only shrink
-        # leaf -> the smallest sizes that found no victims (``_found_nothing``): with every host
-        # open to them, and with the held hosts closed to them; larger requests skip the search
-        self.cannot_preempt: dict[str, tuple[float, float]] = {}
+        # (leaf, on whole hosts) -> the smallest sizes that found no victims (``_found_nothing``):
+        # with every host open to them, and with the held hosts closed to them; larger requests
+        # of the same kind skip the search
+        self.cannot_preempt: dict[tuple[str, bool], tuple[float, float]] = {}
         self.nohold = math.inf  # smallest size no hosts could be held for
         # smallest size that found no room on held hosts in time for the reservation: there is one
         # reservation, so every request out of the way by then sees the same hosts
@@ -939,12 +940,13 @@ class _Walk:
             self.share_blocked[w.id] = block
             self.blocked_budgets.add(w.budget)
             return None
-        wide, narrow = self.cannot_preempt.get(w.budget, _NEVER)
+        kind = (w.budget, w.gpus > self.floor.largest)
+        wide, narrow = self.cannot_preempt.get(kind, _NEVER)
         if self._held_closed(ends):
             narrow = min(narrow, w.gpus)
         else:
             wide = min(wide, w.gpus)
-        self.cannot_preempt[w.budget] = (wide, narrow)
+        self.cannot_preempt[kind] = (wide, narrow)
         return None
 
     def requeued_wait(self) -> bool:
@@ -1004,12 +1006,14 @@ class _Walk:
 
     def _found_nothing(self, budget: str, g: int, ends: float) -> bool:
         """Whether a request of ``budget`` for ``g`` GPUs, out of the way by ``ends``, can
-        skip its victim search: a request of the budget no larger found no victims on this
-        pass's floor with every host open to it, or with the held hosts closed to it as they
-        are to this one. Fewer GPUs to free and more hosts to free them on only add choices;
+        skip its victim search: a request of the budget no larger, of the same kind, found no
+        victims on this pass's floor with every host open to it, or with the held hosts closed
+        to it as they are to this one. The kinds are requests on one host and requests larger
+        than any host, on whole hosts: those may empty hosts too small for a request of the
+        other kind. Fewer GPUs to free and more hosts to free them on only add choices;
         a hold closes hosts to later requests and opens none (those out of the way in time see
         every host, as before it), so no hold makes a recorded verdict wrong."""
-        wide, narrow = self.cannot_preempt.get(budget, _NEVER)
+        wide, narrow = self.cannot_preempt.get((budget, g > self.floor.largest), _NEVER)
         return g >= wide or (g >= narrow and self._held_closed(ends))
 
     def _held_closed(self, ends: float) -> bool:

@@ -6,6 +6,8 @@ import math
 
 from engine_builders import HOUR, hosts, job, one_pass, preempted, run, started, state, tree
 
+from scheduler.engine.model import Host
+
 NOW = 10 * HOUR
 ONE_HOST = hosts(1)
 CAPACITY = 1000.0  # GPU-s; entitlements below are fractions of it
@@ -562,3 +564,21 @@ def test_a_search_that_found_nothing_is_made_again_when_its_budget_comes_to_outr
     passes.searched(REQUEST, passes.board.rules)
     passes.next(runs, {"a/a1": 600.0, "b/b1": 650.0}, NOW + 60)
     assert not passes.board.finds_nothing(REQUEST, math.inf)
+
+
+def test_a_request_on_whole_hosts_searches_though_a_smaller_one_on_one_host_found_nothing():
+    """On one 8-GPU host and three 4-GPU hosts, 8 GPUs on one host can only come from the big
+    host, whose run is protected; 12 on whole hosts can come from the small ones, past their
+    protection. A 12-GPU request is told what it is told alone, with an 8-GPU one of its
+    budget before it that found no victims."""
+    mixed = [Host("big", 8, group="g0")] + [Host(f"s{i}", 4, group="g0") for i in range(3)]
+    runs = [run(job("b-big", "b/b1", gpus=8, min_runtime=8 * HOUR), "big", range(8),
+                started=NOW)]
+    runs += [past(job(f"b-s{i}", "b/b1", gpus=4), f"s{i}", range(4)) for i in range(3)]
+    large = job("large", "a/a1", gpus=12, submitted=1.0)
+
+    def told(pending):
+        return one_pass(state(NOW, mixed, runs, pending, usage=B_OVER, capacity=CAPACITY),
+                        TWO).waits["large"].reason
+
+    assert told([job("small", "a/a1", gpus=8), large]) == told([large])
