@@ -512,7 +512,7 @@ class Board:
         not even runs the final-share rule would keep from it: no host open to it offers it
         enough GPUs, counting those free, being released, of unallocated runs and of the
         candidates of budgets it outranks."""
-        kind = (requester.budget, requester.gpus > self.floor.largest)
+        kind = search_kind(requester.budget, requester.gpus, self.floor)
         known = self.nothing.get(kind)
         if known is None or requester.gpus <= known[0]:
             self.nothing[kind] = (requester.gpus, self.remade_count, self._closed(ends))
@@ -526,8 +526,8 @@ class Board:
         the GPUs it needs, and a request of more GPUs than any host holds every GPU of the
         host (``victims_for``)."""
         g = requester.gpus
-        whole = g > self.floor.largest
-        known = self.nothing.get((requester.budget, whole))
+        kind = search_kind(requester.budget, g, self.floor)
+        known, whole = self.nothing.get(kind), kind[1]
         if known is None or g < known[0]:
             return False
         outranks, hosts, candidates = self.rules.outranks, self.hosts, self.candidates
@@ -681,6 +681,13 @@ class Board:
                 self._reaches.clear()  # judged on holdings that have moved since
             reach = self._reaches[key] = Reach(key, requester, self)
         return reach
+
+
+def search_kind(budget: str, gpus: int, floor: Floor) -> tuple[str, bool]:
+    """The requests a search of ``budget`` for ``gpus`` GPUs that found nothing speaks for:
+    larger ones of its budget and kind, on one host or, larger than any host, on whole hosts
+    (``victims_for``), which may empty hosts too small for a request of the other kind."""
+    return budget, gpus > floor.largest
 
 
 def _order(rules: Rules) -> tuple:

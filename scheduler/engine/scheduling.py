@@ -56,7 +56,15 @@ from .partitions import Partitioning
 from .pending import PendingQueue, span
 from .placement import Floor, FloorPlan, choose_hosts, place
 from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order, submission_order
-from .preemption import Board, FinalShareBlock, Holdings, Rules, Victims, victims_for
+from .preemption import (
+    Board,
+    FinalShareBlock,
+    Holdings,
+    Rules,
+    Victims,
+    search_kind,
+    victims_for,
+)
 from .wording import quantity
 
 _id_of = attrgetter("id")
@@ -940,7 +948,7 @@ class _Walk:
             self.share_blocked[w.id] = block
             self.blocked_budgets.add(w.budget)
             return None
-        kind = (w.budget, w.gpus > self.floor.largest)
+        kind = search_kind(w.budget, w.gpus, self.floor)
         wide, narrow = self.cannot_preempt.get(kind, _NEVER)
         if self._held_closed(ends):
             narrow = min(narrow, w.gpus)
@@ -1013,7 +1021,7 @@ class _Walk:
         other kind. Fewer GPUs to free and more hosts to free them on only add choices;
         a hold closes hosts to later requests and opens none (those out of the way in time see
         every host, as before it), so no hold makes a recorded verdict wrong."""
-        wide, narrow = self.cannot_preempt.get((budget, g > self.floor.largest), _NEVER)
+        wide, narrow = self.cannot_preempt.get(search_kind(budget, g, self.floor), _NEVER)
         return g >= wide or (g >= narrow and self._held_closed(ends))
 
     def _held_closed(self, ends: float) -> bool:

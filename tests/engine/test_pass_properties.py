@@ -299,6 +299,18 @@ def test_a_memo_reused_across_contended_passes_decides_exactly_as_a_fresh_pass(c
     _drive_with_and_without_memo(case, rng, step_s=400.0)
 
 
+def _rules_at(case, now, usage):
+    """The rules a pass of ``case`` at ``now`` with ``usage`` decides preemption by, holdings
+    left empty (the board does not read them)."""
+    from scheduler.engine.fairshare import Standing
+    from scheduler.engine.preemption import Holdings, Rules
+
+    state, tree, params = case
+    healthy = sum(h.gpus for h in state.hosts if h.state != HostState.DOWN)
+    return Rules(Standing(tree, usage, state.capacity), params, now,
+                 Holdings(tree.fraction, healthy))
+
+
 def _board_reads(board):
     """What a preemption board says of each host: its row, its allocated candidates' pairs,
     and its candidates in order of preference with their costs."""
@@ -318,8 +330,7 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
     """The board a pass leaves, brought to the next pass's floor and ratios, says of every
     host what a board made from that floor says."""
     from scheduler.engine import EngineMemo
-    from scheduler.engine.fairshare import Standing
-    from scheduler.engine.preemption import Board, Holdings, Rules
+    from scheduler.engine.preemption import Board
 
     state, tree, params = case
     memo = EngineMemo()
@@ -327,9 +338,7 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
     def decide(now, running, pending, usage):
         memo.plan.update(state.hosts, running)
         floor = memo.plan.floor()
-        healthy = sum(h.gpus for h in state.hosts if h.state != HostState.DOWN)
-        rules = Rules(Standing(tree, usage, state.capacity), params, now,
-                      Holdings(tree.fraction, healthy))
+        rules = _rules_at(case, now, usage)
         kept = memo.board
         if kept is not None and kept.follows(floor, rules):
             kept.rebase(floor, rules)
@@ -347,19 +356,16 @@ def test_a_kept_board_says_a_search_finds_nothing_only_where_a_fresh_one_finds_n
     search only where one on a board made afresh, with a host held or not, finds no victims
     and no run the final-share rule keeps."""
     from scheduler.engine import EngineMemo
-    from scheduler.engine.fairshare import Standing
-    from scheduler.engine.preemption import Holdings, Rules, victims_for
+    from scheduler.engine.preemption import victims_for
 
     state, tree, params = case
     memo = EngineMemo()
 
     def decide(now, running, pending, usage):
         memo.plan.update(state.hosts, running)
-        healthy = sum(h.gpus for h in state.hosts if h.state != HostState.DOWN)
 
         def rules():
-            return Rules(Standing(tree, usage, state.capacity), params, now,
-                         Holdings(tree.fraction, healthy))
+            return _rules_at(case, now, usage)
 
         kept, floor, fresh = memo.board, memo.plan.floor(), memo.plan.floor()
         if kept is not None and kept.follows(floor, rules()):
