@@ -75,6 +75,7 @@ _state_of = attrgetter("state")
 # one size differed by the held hosts open to each, and the next pass lists them all again)
 _Tail = tuple[tuple[float, str], dict[int, Wait] | None]
 _NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
+_STAND_IN = "\0stand-in"  # the workload id of a victim search made ahead of its turn
 
 
 class EngineMemo:
@@ -574,7 +575,7 @@ class _Walk:
                     waits[w.id] = wait
                     continue
                 self.consider(w)
-                if at + 1 < len(line) and self._inert(leaf, spans):
+                if at + 1 < len(line) and self._inert_searched_ahead(leaf, spans, w):
                     tails[leaf] = self._leave(queue, leaf, line, at + 1, last.get(leaf),
                                               joined.get(leaf, {}))
                     break
@@ -587,33 +588,68 @@ class _Walk:
         one already made on this floor and holdings, which found no victims or was refused by
         the final-share rule. Judged on the leaf's whole line, so it only errs on the side of
         walking on."""
+        return not self._may_act(leaf, spans) and self._unsearched(leaf, spans) is None
+
+    def _inert_searched_ahead(self, leaf: str | None, spans: dict[int, list[float]],
+                              w: Workload) -> bool:
+        """``_inert``, once the victim searches it lacks are made ahead of their turn, for a
+        stand-in of ``w``'s budget. The first workload of that size and opening would make the
+        same search where the walk reaches it, on this floor: every workload before it only
+        waits. A search that finds no victims, or only victims the final-share rule refuses,
+        decides nothing but the waits ``_leave`` gives; one that finds victims the rule allows
+        is left to that workload, in its turn."""
+        if self._may_act(leaf, spans):
+            return False
+        if leaf is None:
+            return True  # unallocated work never searches for victims
+        for g, line in spans.items():
+            for opening, ends in self._openings(line):
+                if self._decided(leaf, g, opening, ends):
+                    continue
+                found, block = self._search(replace(w, id=_STAND_IN, gpus=g), ends)
+                if found is not None and block is None:
+                    return False
+                if block is None:
+                    self._cannot_preempt(leaf, g, ends)
+        return self._unsearched(leaf, spans) is None
+
+    def _may_act(self, leaf: str | None, spans: dict[int, list[float]]) -> bool:
+        """Whether some workload of ``leaf``'s line may do something other than search for
+        victims: fit on open hosts, take the reservation, backfill held hosts or use a claim."""
         least = min(spans)
         if least < self.nofit or (self.holds_left > 0 and least < self.nohold):
-            return False
+            return True
+        held = self.floor.held
         if leaf is None:  # unallocated work neither claims nor preempts, and is out of the
             # way of a holder that may preempt it at once (``_ends``): it may only backfill held
             # hosts with room (an unallocated holder's are judged workload by workload)
-            return not self.floor.held or least > self._held_room() or (
+            return bool(held) and least <= self._held_room() and not (
                 self.holder_preempts and self.now > self._held_until())
         if leaf in self.claimed_budgets:
+            return True
+        if not held:
             return False
-        now, held = self.now, self.floor.held
-        if held:
-            if len(set(held.values())) > 1:
-                return False
-            room, until = self._held_room(), self._held_until()
+        if len(set(held.values())) > 1:
+            return True
+        now, room, until = self.now, self._held_room(), self._held_until()
+        return any(g <= room and now + line[0] <= until for g, line in spans.items())
+
+    def _unsearched(self, leaf: str | None, spans: dict[int, list[float]]
+                    ) -> tuple[int, float, float] | None:
+        """A victim search some workload of ``leaf``'s line would make that is neither skipped
+        nor made on this floor and holdings, as (size, opening, ends), or None."""
+        if leaf is None:
+            return None  # unallocated work never searches
         # the search that kept the leaf walking last time most often still does: ask it first
         last = self._uncovered.get(leaf)
         if last is not None and not self._decided(leaf, *last):
-            return False
+            return last
         for g, line in spans.items():
-            if held and g <= room and now + line[0] <= until:
-                return False  # may backfill
             for opening, ends in self._openings(line):
                 if not self._decided(leaf, g, opening, ends):
                     self._uncovered[leaf] = (g, opening, ends)
-                    return False
-        return True
+                    return self._uncovered[leaf]
+        return None
 
     def _openings(self, spans: list[float]) -> list[tuple[float, float]]:
         """The victim searches that waiting workloads of one size with these ``spans`` (sorted)
@@ -907,20 +943,28 @@ class _Walk:
         block = self._refusal(w.budget, g, ends)
         if block is not None:
             return self._found_none(w, block, ends)
+        found, block = self._search(w, ends)
+        if found is None or block is not None:
+            return self._found_none(w, block, ends)
+        return found
+
+    def _search(self, w: Workload, ends: float) -> tuple[Victims | None, FinalShareBlock | None]:
         rules = self.rules
         board = rules.board(self.floor)
         # a search of its budget that found nothing in an earlier pass may still hold
         found = None if board.finds_nothing(w, ends) else victims_for(w, self.floor, rules, ends)
+        # a run the final-share rule kept from this search, if one was (taken: a later search
+        # for the same id, as searches made ahead of their turn are, must not read it)
+        refused = rules.blocked.pop(w.id, None)
         if found is None:
-            block = rules.blocked.get(w.id)  # a victim there was, but not within the rule
+            block = refused
             if block is None:
                 board.found_nothing(w, ends)
         else:  # each victim alone may keep to the final-share rule while the set does not
             block = rules.final_share_block(w, found.runs)
         if found is None or block is not None:
-            self._searched[w.budget, g, self._opening(ends)] = (self._seen(), block)
-            return self._found_none(w, block, ends)
-        return found
+            self._searched[w.budget, w.gpus, self._opening(ends)] = (self._seen(), block)
+        return found, block
 
     def _seen(self) -> tuple[int, int]:
         """The floor and holdings a search is made on: it ends the same while they stay."""
@@ -948,14 +992,17 @@ class _Walk:
             self.share_blocked[w.id] = block
             self.blocked_budgets.add(w.budget)
             return None
-        kind = search_kind(w.budget, w.gpus, self.floor)
+        self._cannot_preempt(w.budget, w.gpus, ends)
+        return None
+
+    def _cannot_preempt(self, budget: str, g: int, ends: float) -> None:
+        kind = search_kind(budget, g, self.floor)
         wide, narrow = self.cannot_preempt.get(kind, _NEVER)
         if self._held_closed(ends):
-            narrow = min(narrow, w.gpus)
+            narrow = min(narrow, g)
         else:
-            wide = min(wide, w.gpus)
+            wide = min(wide, g)
         self.cannot_preempt[kind] = (wide, narrow)
-        return None
 
     def requeued_wait(self) -> bool:
         """Whether every workload a Stop of this pass requeued would only wait in the next

@@ -415,7 +415,8 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     reasons and waits are those of considering each one."""
     stopped = schedule(*case)
     full = _walked_with(case, _settled=lambda walk, w, record=True: None,
-                        _inert=lambda walk, leaf, spans: False)
+                        _inert=lambda walk, leaf, spans: False,
+                        _inert_searched_ahead=lambda walk, leaf, spans, w: False)
     _decide_alike(stopped, full)
     assert stopped.waits == full.waits
     assert stopped.claims == full.claims

@@ -582,3 +582,36 @@ def test_a_request_on_whole_hosts_searches_though_a_smaller_one_on_one_host_foun
                         TWO).waits["large"].reason
 
     assert told([job("small", "a/a1", gpus=8), large]) == told([large])
+
+
+def test_unallocated_work_walked_to_the_end_of_its_line_leaves_its_budget_searching():
+    """A pass holds h0 for b/b1's 8-GPU request; a/a1's unallocated u0 takes h1's two free
+    GPUs, and u1 and u2 behind it find no room. Unallocated work never searches for victims,
+    so nothing is known in the next pass of a/a1's searches: its allocated request preempts
+    b/b1's run on h2, past its protection, b/b1 being over-used."""
+    from dataclasses import replace
+
+    from scheduler.engine import EngineMemo, Params, schedule
+    from scheduler.engine.pending import PendingQueue
+
+    memo = EngineMemo()
+    runs = [past(job("a0", "a/a1", gpus=8), "h0", range(8)),
+            run(job("b1", "b/b1", gpus=6, min_runtime=8 * HOUR), "h1", range(6), started=NOW),
+            past(job("b2", "b/b1", gpus=8), "h2", range(8))]
+    big = job("big", "b/b1", gpus=8, submitted=1.0)
+    unallocated = [job(f"u{i}", "a/a1", gpus=2, min_runtime=0.0, duration=60.0,
+                       submitted=2.0 + i) for i in range(3)]
+
+    queue = PendingQueue([big, *unallocated])
+    cluster = state(NOW, THREE_HOSTS, usage=B_OVER, capacity=CAPACITY)
+
+    def one(now):  # hosts, queue and memo kept from pass to pass, as a driver keeps them
+        return schedule(replace(cluster, now=now, running=list(runs), pending=queue,
+                                memo=memo), TWO, Params())
+
+    first = one(NOW)
+    assert set(started(first)) == {"u0"}
+    runs.append(run(unallocated[0], "h1", started(first)["u0"].slots[0][1], started=NOW))
+    queue.remove(unallocated[0])
+    queue.add(job("req", "a/a1", gpus=4, submitted=3.0))
+    assert preempted(one(NOW + 60)) == ["b2"]
