@@ -606,12 +606,10 @@ class _Walk:
             for opening, ends in self._openings(line):
                 if self._decided(leaf, g, opening, ends):
                     continue
-                found, block = self._search(replace(w, id=_STAND_IN, gpus=g), ends)
-                if found is not None and block is None:
-                    return False
-                if block is None:
-                    self._cannot_preempt(leaf, g, ends)
-        return self._unsearched(leaf, spans) is None
+                self._search(replace(w, id=_STAND_IN, gpus=g), ends)
+                if not self._decided(leaf, g, opening, ends):
+                    return False  # it found victims the rule allows
+        return True
 
     def _may_act(self, leaf: str | None, spans: dict[int, list[float]]) -> bool:
         """Whether some workload of ``leaf``'s line may do something other than search for
@@ -941,14 +939,22 @@ class _Walk:
         if self._found_nothing(w.budget, g, ends):
             return None  # a request of its budget no larger, with no fewer hosts, found none
         block = self._refusal(w.budget, g, ends)
-        if block is not None:
-            return self._found_none(w, block, ends)
-        found, block = self._search(w, ends)
-        if found is None or block is not None:
-            return self._found_none(w, block, ends)
-        return found
+        if block is None:
+            found, block = self._search(w, ends)
+            if block is None:
+                return found
+        # a victim there was, but the final-share rule kept it: that is the reason it waits
+        self.share_blocked[w.id] = block
+        self.blocked_budgets.add(w.budget)
+        return None
 
     def _search(self, w: Workload, ends: float) -> tuple[Victims | None, FinalShareBlock | None]:
+        """The victims of ``w``'s search, out of the way by ``ends``, and the final-share block
+        that kept them from it, if one did. What it teaches about its budget's other searches is
+        recorded: one that found no victims or was refused is not made again on this floor and
+        holdings (``_made``), and one that found none at all is one larger requests of its
+        budget and kind skip (``_found_nothing``), in this pass and the next
+        (``Board.found_nothing``)."""
         rules = self.rules
         board = rules.board(self.floor)
         # a search of its budget that found nothing in an earlier pass may still hold
@@ -956,14 +962,20 @@ class _Walk:
         # a run the final-share rule kept from this search, if one was (taken: a later search
         # for the same id, as searches made ahead of their turn are, must not read it)
         refused = rules.blocked.pop(w.id, None)
-        if found is None:
-            block = refused
-            if block is None:
-                board.found_nothing(w, ends)
-        else:  # each victim alone may keep to the final-share rule while the set does not
-            block = rules.final_share_block(w, found.runs)
-        if found is None or block is not None:
-            self._searched[w.budget, w.gpus, self._opening(ends)] = (self._seen(), block)
+        # each victim alone may keep to the final-share rule while the set does not
+        block = refused if found is None else rules.final_share_block(w, found.runs)
+        if found is not None and block is None:
+            return found, None
+        self._searched[w.budget, w.gpus, self._opening(ends)] = (self._seen(), block)
+        if block is None:  # no victims at all
+            board.found_nothing(w, ends)
+            kind = search_kind(w.budget, w.gpus, self.floor)
+            wide, narrow = self.cannot_preempt.get(kind, _NEVER)
+            if self._held_closed(ends):
+                narrow = min(narrow, w.gpus)
+            else:
+                wide = min(wide, w.gpus)
+            self.cannot_preempt[kind] = (wide, narrow)
         return found, block
 
     def _seen(self) -> tuple[int, int]:
@@ -983,26 +995,6 @@ class _Walk:
         records)."""
         made = self._made(budget, g, self._opening(ends))
         return None if made is None else made[1]
-
-    def _found_none(self, w: Workload, block: FinalShareBlock | None, ends: float) -> None:
-        """No victims for ``w``: because of the final-share rule (``block``, a reason to give),
-        or because there are none, and then none for a larger request of its budget on the same
-        hosts or fewer (``_found_nothing``)."""
-        if block is not None:
-            self.share_blocked[w.id] = block
-            self.blocked_budgets.add(w.budget)
-            return None
-        self._cannot_preempt(w.budget, w.gpus, ends)
-        return None
-
-    def _cannot_preempt(self, budget: str, g: int, ends: float) -> None:
-        kind = search_kind(budget, g, self.floor)
-        wide, narrow = self.cannot_preempt.get(kind, _NEVER)
-        if self._held_closed(ends):
-            narrow = min(narrow, g)
-        else:
-            wide = min(wide, g)
-        self.cannot_preempt[kind] = (wide, narrow)
 
     def requeued_wait(self) -> bool:
         """Whether every workload a Stop of this pass requeued would only wait in the next
