@@ -92,7 +92,7 @@ class EngineMemo:
     """
 
     __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached",
-                 "release_times", "board", "quiet")
+                 "release_times", "board", "quiet", "settled")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
@@ -113,6 +113,10 @@ class EngineMemo:
         # a partition's last pass when it decided nothing, with what it read
         # (``Partitioning.inputs``): while those stay the same, so does the pass
         self.quiet: tuple[tuple, Pass] | None = None
+        # the walk of the last pass when it left the cluster settled under fair share (it opened
+        # no room for another pass): what it found tells a workload that joins after it
+        # whether a pass would decide anything for it (``joining_wait``)
+        self.settled: _Walk | None = None
 
     def follows(self, queue: PendingQueue) -> bool:
         """Whether the last pass walked ``queue`` and took its joined work last: what it left
@@ -126,6 +130,21 @@ class EngineMemo:
         if self.partitioning is None or self.partitioning.hosts is not hosts:
             self.partitioning, self.parts = Partitioning(hosts), {}
         return self.partitioning
+
+    def joining_wait(self, w: Workload) -> Wait | None:
+        """The wait of ``w``, which joined the queue after the last pass, when a pass made now
+        would decide nothing but that; None when a pass must decide.
+
+        For a driver to ask between passes, and only while nothing else changed since the last
+        pass: no run ended, no protection or grace period ran out, no host changed, and the
+        Fair Tree order and every verdict of over-use are still those of the last pass (no
+        crossing, ``fairshare.next_crossing``). Then the last pass, settled, is what a pass
+        made now decides for everybody else, on the floor it left, and ``w`` only changes it
+        if it can start, backfill, claim or preempt there, or take the reservation
+        (``_Walk.joining_wait``). Skipping such passes is what keeps a saturated cluster's
+        submissions from costing a pass each (notes/CONTENTION.md, "Twelfth round")."""
+        walk = self.settled
+        return None if walk is None else walk.joining_wait(w)
 
     def part(self, group: str) -> EngineMemo:
         """The memo of one partition's passes, made on first use."""
@@ -180,6 +199,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out.claims_open_room = walk.claims_open_room or walk.reservations_move()
     out.requeued_wait = walk.requeued_wait()
     walk.keep_board()
+    if memo is not None:
+        memo.settled = walk if params.policy == "fairshare" and not out.opens_room else None
     return out
 
 
@@ -386,8 +407,9 @@ class _Walk:
         # before it or after it by where its claimant walks (``take_claims``), and the two may
         # set aside other GPUs than in this pass
         self.claimed_now = False
-        # host -> when the runs leaving it (signalled, or preempted by this pass) are gone
-        self._release: dict[str, float] | None = None
+        # host -> GPU index -> when the run leaving it (signalled, or preempted by this pass)
+        # is stopped and the GPU free
+        self._release: dict[str, dict[int, float]] | None = None
         if params.policy == "quota":
             total = sum(h.gpus for h in state.hosts)
             self.quota = {leaf: tree.fraction(leaf) * total for leaf in tree.nodes}
@@ -740,10 +762,11 @@ class _Walk:
         """The wait ``consider`` would give ``w`` once the walk has stopped (plan step 2 in
         notes/CONTENTION.md): the reservation is taken, nothing of its size fits on open
         hosts, held hosts have no room for it in time, and its budget already found no victim
-        for a request no larger and no shorter, or the final-share rule refused the very search
-        it would make. Then nothing can happen to ``w`` and it shares the wait of its (size,
-        kind, budget), or of that refusal; None when it needs a full ``consider``. ``record``:
-        list a refusal among the pass's blocks, as ``consider`` would."""
+        for a request no larger and no shorter, or made the very search it would make on this
+        floor and holdings, which found none or only some the final-share rule refused. Then
+        nothing can happen to ``w`` and it shares the wait of its (size, kind, budget), or of
+        that refusal; None when it needs a full ``consider``. ``record``: list a refusal among
+        the pass's blocks, as ``consider`` would."""
         g = w.gpus
         if (self.holds_left > 0 and g < self.nohold) or g < self.nofit or w.id in self.claimed:
             return None
@@ -758,14 +781,40 @@ class _Walk:
         if self.policy == "fairshare" and w.min_runtime > 0 and not self._found_nothing(
             w.budget, g, ends
         ):
-            block = self._refusal(w.budget, g, ends)
-            if block is None:
+            made = self._made(w.budget, g, self._opening(ends))
+            if made is None:
                 return None  # it may find victims
-            if record:
-                self.share_blocked[w.id] = block
-                self.blocked_budgets.add(w.budget)
-            return self._refused(g, block)
+            block = made[1]
+            if block is not None:
+                if record:
+                    self.share_blocked[w.id] = block
+                    self.blocked_budgets.add(w.budget)
+                return self._refused(g, block)
         return self._why(w)
+
+    def joining_wait(self, w: Workload) -> Wait | None:
+        """``EngineMemo.joining_wait`` on the floor this settled walk left: the wait ``_settled``
+        gives ``w`` there, when ``w`` ranks after the reservation's holder (ranked before it,
+        it would try the reservation first). A pass made later on the same floor, while nothing
+        changed, is this walk again with ``w`` in its place: every workload before it decides
+        what it decided here, nothing (the walk settled), and whatever ``w`` only waits for
+        leaves every later one as it was."""
+        holder = next((h for h, made in self.hold_tries if made is not None), None)
+        if holder is not None and not self._ranks_after(w, holder):
+            return None
+        return self._settled(w, record=False)
+
+    def _ranks_after(self, w: Workload, other: Workload) -> bool:
+        """Whether ``w`` comes after ``other`` in the order a pass would walk them in now. Ranked
+        without a standing (one budget competed for allocated time), work of another budget
+        would make a pass rank by one, so only work that changes no ranking is known to."""
+        if self.ranked_by is not None:
+            ranked = order_key(self.ranked_by)
+            return ranked(w) > ranked(other)
+        if w.min_runtime <= 0:
+            return other.min_runtime > 0 or submission_order(w) > submission_order(other)
+        return other.min_runtime > 0 and w.budget == other.budget and (
+            submission_order(w) > submission_order(other))
 
     def consider(self, w: Workload) -> None:
         if self.policy == "quota" and w.min_runtime > 0 and not self._within_quota(w):
@@ -845,6 +894,15 @@ class _Walk:
 
     def _released_by(self, hosts: tuple[str, ...]) -> float:
         """When the runs being released on ``hosts`` are stopped at the latest."""
+        release = self._releases()
+        return max((max(release[h].values()) for h in hosts if h in release), default=self.now)
+
+    def _released_at(self, host: str, index: int) -> float:
+        """When GPU ``index`` of ``host``, being released, is free: its run's grace period
+        ends then, whenever the pass is made."""
+        return self._releases()[host][index]
+
+    def _releases(self) -> dict[str, dict[int, float]]:
         if self._release is None:
             self._release = {}
             for run in self.state.running:
@@ -852,12 +910,11 @@ class _Walk:
                     self._releasing(run, run.grace_ends(self.params))
             for d in self.out.of(Preempt):
                 self._releasing(d.run, self.now + self.params.grace_for(d.run.workload))
-        release = self._release
-        return max((release[h] for h in hosts if h in release), default=self.now)
+        return self._release
 
     def _releasing(self, run: Run, until: float) -> None:
-        for h in run.placement.hosts:
-            self._release[h] = max(self._release.get(h, -math.inf), until)
+        for host, indices in run.placement.slots:
+            self._release.setdefault(host, {}).update(dict.fromkeys(indices, until))
 
     # -- start -----------------------------------------------------------------------------
 
@@ -1157,7 +1214,7 @@ class _Walk:
         kept = self.release_times
         if kept is None or releasing or started:
             t = [(now, True)] * len(floor.free[host])
-            t += [(now + self.params.grace, True)] * len(releasing)  # signalled runs leave by then
+            t += [(self._released_at(host, i), True) for i in releasing]
             for run, idx in (*floor.runs[host], *started):
                 t.extend([self._free_at(run, holder)] * len(idx))
             t.sort()

@@ -439,6 +439,13 @@ class Simulator:
         # the last pass's held hosts say which idle GPUs a reservation keeps
         self.idle_waiting_gpu_s = dict.fromkeys(IDLE_CAUSES, 0.0)
         self.held_hosts: tuple[str, ...] = ()
+        # the engine's last pass left the cluster settled and nothing but submissions came
+        # since: a workload joining then is asked about before a pass is made for it
+        # (``EngineMemo.joining_wait``); ``crossing_at``: when the Fair Tree order or a verdict
+        # of over-use changes next, as the last tick plan found (``_plan_ticks``)
+        self.settled = False
+        self.crossing_at = math.inf
+        self.joined_quietly = 0  # instants whose submissions needed no pass
 
     # ---------------------------------------------------------------- events
     def _push(self, t: float, kind: int, key: str = "", num: int = 0) -> None:
@@ -867,6 +874,7 @@ class Simulator:
                     in_line.pop(wid, None)
                     rec.reason = wait.reason
             if not result.opens_room:
+                self.settled = True
                 break
         else:
             self._push(self._tick_after(now), _WAKE)
@@ -874,6 +882,23 @@ class Simulator:
             nxt = next_event(self._state(now, usage=False), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
+
+    def _join_quietly(self, submitted: list[TraceJob]) -> bool:
+        """Whether a pass would decide nothing for work just submitted to a settled cluster
+        (``EngineMemo.joining_wait`` for each): then each keeps the wait it was told."""
+        waits = []
+        for tj in submitted:
+            rec = self.jobs[tj.job_id]
+            if rec.state != "pending":
+                continue  # refused at submission
+            wait = self.memo.joining_wait(rec.workload)
+            if wait is None:
+                return False
+            waits.append((rec, wait.reason))
+        for rec, reason in waits:
+            rec.reason = reason
+        self.joined_quietly += 1
+        return True
 
     def _resolve(self, workloads: Iterable[Workload]) -> None:
         """Give each waiting workload the last pass left out of its ``waits`` the wait that pass
@@ -913,9 +938,11 @@ class Simulator:
         """Plan the next pass that only time brings (the live loop ticks while allocated work
         waits; the window slides and ratios cross thresholds). A new plan voids the old one."""
         self.plan += 1
+        self.crossing_at = math.inf  # no allocated work waits that a crossing would move
         if self.params.policy != "fairshare" or not self.pending_allocated:
             return
         if self.config.cadence == "ticks":
+            self.crossing_at = now  # a pass at every tick and every submission, as the loop
             self._push(self._tick_after(now), _TICK, num=self.plan)
             return
         ledger, horizon = self.ledger, math.inf
@@ -929,6 +956,8 @@ class Simulator:
         horizon = min(horizon, lasts)
         threshold = 1.0 + self.params.hysteresis
         dt = next_crossing(self.tree, usage, slope, capacity, capacity_slope, threshold, horizon)
+        # a crossing after the horizon is unknown until the next plan
+        self.crossing_at = now + (horizon if dt is None else dt)
         if dt is not None:
             # the first tick at or after the crossing (a hair before it: the ledger's floats
             # may put it just past the tick that already sees it); a tick too early decides
@@ -1065,11 +1094,17 @@ class Simulator:
                     changed = True
                 elif kind == _SEGMENT and num == self.plan:
                     self._plan_ticks(t)
+            # only submissions since a settled pass, and the ranking it walked still holds
+            quiet = self.settled and not changed and t < self.crossing_at
+            first = i
             while i < n and jobs[i].submit_time <= t:
                 self._submit(jobs[i], t)
                 i += 1
                 changed = True
-            if changed:
+            if changed and quiet and self._join_quietly(jobs[first:i]):
+                self.skipped += 1
+            elif changed:
+                self.settled = False
                 if self._needs_pass(t):
                     self._pass(t)
                 else:
@@ -1309,6 +1344,8 @@ def summarize(sim: Simulator, res: SimResult, end: float) -> dict:
         "wall_s": sim.wall,
         "passes": sim.passes,
         "skipped_passes": sim.skipped,
+        # of those, instants whose submissions joined a settled cluster (``_join_quietly``)
+        "skipped_for_joins": sim.joined_quietly,
         "jobs": len(jobs),
         "states": dict(states),
         "never_started": never,

@@ -185,6 +185,20 @@ def test_blocked_large_workload_holds_the_hosts_that_free_soonest():
     assert hold.until == NOW + 1000
 
 
+def test_a_reservation_counts_gpus_being_released_free_when_their_grace_period_ends():
+    # h0's run was signalled 200 s ago and leaves in 100 s; h1's unallocated run was signalled
+    # just now and leaves in 30 s (its shorter grace): h1 frees first, whenever the pass is made
+    allocated = run(job("a", gpus=8, min_runtime=HOUR), "h0", range(8), started=0,
+                    signalled_at=NOW - 200)
+    unallocated = run(job("u", gpus=8, min_runtime=0), "h1", range(8), started=0,
+                      signalled_at=NOW)
+    big = job("big", "b/b1", gpus=8, min_runtime=0, submitted=0)  # it claims nothing: it holds
+    for now in (NOW, NOW + 20):
+        result = one_pass(state(now, hosts(2), [allocated, unallocated], [big]), TWO)
+        [hold] = result.of(Hold)
+        assert (hold.hosts, hold.until) == (("h1",), NOW + 30)
+
+
 def test_held_hosts_take_no_work_that_would_outlast_the_reservation():
     big = job("big", gpus=16, submitted=0)
     long_small = job("long", gpus=1, submitted=1, duration=5000)

@@ -70,3 +70,18 @@ def test_a_window_edge_a_rounding_error_away_does_not_stall_the_replay():
     spans = {r.job.job_id: (r.first_start, r.end_time) for r in result.jobs}
     assert spans == {"first": (0.0, 5000.3), "long": (5000.3, 25000.3),
                      "late": (25000.3, 25600.3)}
+
+
+def test_work_submitted_between_a_crossing_and_its_tick_gets_a_pass_of_its_own():
+    # a's first job holds both GPUs for 100 s, then b's does. a's next job waits from 150 s;
+    # b's run is protected until 160 s, but b/b1 is within its share until its ratio,
+    # 2 (t - 100) / t, passes 1.1 at t = 222.2 s. The tick for that crossing is at 225 s; a's
+    # job submitted at 223 s finds the ranking changed and its pass preempts b's run then.
+    jobs = [TraceJob("a-first", 0.0, 100.0, 2, "a/a1", "u", 100.0, True),
+            TraceJob("b-long", 1.0, 5000.0, 2, "b/b1", "u", 60.0, True),
+            TraceJob("a-next", 150.0, 600.0, 1, "a/a1", "u", 60.0, True),
+            TraceJob("a-late", 223.0, 600.0, 1, "a/a1", "u", 60.0, True)]
+    params = Params(window=HOUR, hysteresis=0.1, grace=30.0)
+    res = simulate(jobs, {"a": 1, "a/a1": 1, "b": 1, "b/b1": 1}, parse_cluster("1x2"),
+                   SimConfig(params=params, until=400.0))
+    assert [(p.time, p.job_id) for p in res.preemptions][:1] == [(223.0, "b-long")]

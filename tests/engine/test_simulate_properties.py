@@ -271,3 +271,46 @@ def test_partitions_on_kept_queues_replay_the_contended_philly_trace_as_plain_li
     assert sum(r.wait_s > 0 for r in kept.jobs) > 100  # contended inside the partitions
     assert _records(kept) == _records(
         _read_lists_per_partition(trace.jobs, trace.shares, cluster, cfg))
+
+
+def _decided(result) -> tuple[list, list]:
+    """``_records`` without the last reasons: a pass made only to say again why work waits
+    can word a claimant's wait otherwise ("waiting for the GPUs claimed for it" after
+    "preempting ... to make room"), and one not made leaves the earlier words."""
+    jobs, runs = _records(result)
+    return [job[:2] + job[3:] for job in jobs], runs
+
+
+def _pass_for_every_submission(jobs, shares, cluster, cfg):
+    """The same simulation with a pass made for every submission, as the live loop does."""
+    from scheduler.engine.scheduling import EngineMemo
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(EngineMemo, "joining_wait", lambda memo, w: None)
+        return simulate(jobs, shares, cluster, cfg)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_submissions_told_their_wait_replay_as_a_pass_made_for_each(scenario):
+    """Work that joins a settled cluster and is told its wait without a pass
+    (``EngineMemo.joining_wait``) gives every job and run what a pass made for every
+    submission gives: starts, ends, places, waits and preemptions."""
+    from dataclasses import replace
+
+    cluster, shares, jobs, cfg = scenario
+    cfg = replace(cfg, params=replace(cfg.params, policy="fairshare"))
+    assert _decided(simulate(jobs, shares, cluster, cfg)) == _decided(
+        _pass_for_every_submission(jobs, shares, cluster, cfg))
+
+
+def test_submissions_told_their_wait_replay_the_contended_philly_trace_as_a_pass_for_each():
+    from scheduler.engine.traces import PHILLY_TRACE, parse_cluster, read_trace
+
+    trace = read_trace(PHILLY_TRACE, limit=3000)
+    cluster, cfg = parse_cluster("20x8"), SimConfig(params=Params())
+    told = simulate(trace.jobs, trace.shares, cluster, cfg)
+    assert told.summary["skipped_for_joins"] > 100  # saturated: most submissions only wait
+    assert told.summary["preemptions"]["total"] > 0
+    assert _decided(told) == _decided(
+        _pass_for_every_submission(trace.jobs, trace.shares, cluster, cfg))
