@@ -7,8 +7,18 @@ import random
 
 import pytest
 from engine_builders import job, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from scheduler.engine import BudgetTree, UsageLedger, rank, ratio, rollup, window_usage
+from scheduler.engine import (
+    BudgetTree,
+    UsageLedger,
+    next_crossing,
+    rank,
+    ratio,
+    rollup,
+    window_usage,
+)
 from scheduler.engine.fairshare import Standing
 
 SHARES = {"prog-a": 70, "prog-b": 30, "prog-a/proj-a1": 50, "prog-a/proj-a2": 50, "prog-b/b1": 1}
@@ -138,3 +148,41 @@ def test_ledger_capacity_includes_open_healthy_segment():
     ledger = UsageLedger(window=1000.0)
     ledger.healthy(0.0, 100.0, 8)
     assert ledger.capacity(150.0, open_gpus=8, open_since=100.0) == pytest.approx(1200.0)
+
+
+def _standing_at(tree, usage, slope, capacity, capacity_slope, t):
+    """The Fair Tree order and each node's verdict of over-use (ratio above 1.1) ``t`` seconds
+    on, every budget's usage moving at its slope."""
+    s = Standing(tree, {k: u + slope[k] * t for k, u in usage.items()},
+                 capacity + capacity_slope * t)
+    return s.position, {n: r > 1.1 for n, r in s.ratios.items()}
+
+
+@st.composite
+def moving_usage(draw):
+    shares = {}
+    for p in range(draw(st.integers(1, 3))):
+        shares[f"p{p}"] = draw(st.integers(0, 5))
+        for leaf in range(draw(st.integers(1, 4))):
+            shares[f"p{p}/l{leaf}"] = draw(st.integers(0, 5))
+    tree = BudgetTree.from_shares(shares)
+    amounts = st.floats(0, 1e6, allow_nan=False)
+    usage = {leaf: draw(amounts) for leaf in tree.leaves}
+    slope = {leaf: draw(st.floats(-8, 8, allow_nan=False)) for leaf in tree.leaves}
+    return tree, usage, slope, draw(st.floats(1e5, 1e6)), draw(st.floats(0, 16))
+
+
+@settings(max_examples=300, deadline=None)
+@given(moving_usage())
+def test_next_crossing_is_the_first_moment_the_order_or_a_verdict_of_over_use_changes(case):
+    tree, usage, slope, capacity, capacity_slope = case
+    horizon = 86400.0
+    dt = next_crossing(tree, usage, slope, capacity, capacity_slope, 1.1, horizon)
+    end = horizon if dt is None else dt
+    now = _standing_at(tree, usage, slope, capacity, capacity_slope, 0.0)
+    for step in range(1, 20):  # nothing changes before it (but at its very edges)
+        t = end * step / 20
+        assert _standing_at(tree, usage, slope, capacity, capacity_slope, t) == now
+    if dt is not None and dt > 1e-3:
+        after = dt + max(1e-6 * dt, 1e-4)
+        assert _standing_at(tree, usage, slope, capacity, capacity_slope, after) != now
