@@ -131,7 +131,8 @@ def main() -> None:
     wall, s = contended_run(a.days, profile=a.profile)
     span = "whole trace" if a.days is None else f"first {a.days:g} days"
     print(f"contended fair share, philly_vc on {CLUSTER} ({span}): wall {wall:.1f}s "
-          f"(goal <= 20 s: {verdict(wall, 20)})  passes {s['passes']}  preemptions "
+          f"(goal <= 20 s: {verdict(wall, 20)})  passes {s['passes']} (and "
+          f"{s['skipped_for_joins']} instants of submissions that needed none)  preemptions "
           f"{s['preemptions']['total']}  holds {s['holds']}  wait p95 "
           f"{(s['waits']['all']['p95'] or 0) / DAY:.2f} d  states {s['states']}", flush=True)
     idle = s["idle_while_waiting"]
