@@ -798,23 +798,15 @@ class _Walk:
         it would try the reservation first). A pass made later on the same floor, while nothing
         changed, is this walk again with ``w`` in its place: every workload before it decides
         what it decided here, nothing (the walk settled), and whatever ``w`` only waits for
-        leaves every later one as it was."""
+        leaves every later one as it was. Allocated work of a budget that made no search here
+        (one that would make a pass rank by a standing this one did not have, say) is never
+        told: ``_settled`` needs its budget's search."""
         holder = next((h for h, made in self.hold_tries if made is not None), None)
-        if holder is not None and not self._ranks_after(w, holder):
-            return None
-        return self._settled(w, record=False)
-
-    def _ranks_after(self, w: Workload, other: Workload) -> bool:
-        """Whether ``w`` comes after ``other`` in the order a pass would walk them in now. Ranked
-        without a standing (one budget competed for allocated time), work of another budget
-        would make a pass rank by one, so only work that changes no ranking is known to."""
-        if self.ranked_by is not None:
+        if holder is not None:
             ranked = order_key(self.ranked_by)
-            return ranked(w) > ranked(other)
-        if w.min_runtime <= 0:
-            return other.min_runtime > 0 or submission_order(w) > submission_order(other)
-        return other.min_runtime > 0 and w.budget == other.budget and (
-            submission_order(w) > submission_order(other))
+            if ranked(w) <= ranked(holder):
+                return None
+        return self._settled(w, record=False)
 
     def consider(self, w: Workload) -> None:
         if self.policy == "quota" and w.min_runtime > 0 and not self._within_quota(w):

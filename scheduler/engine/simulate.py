@@ -897,7 +897,6 @@ class Simulator:
             waits.append((rec, wait.reason))
         for rec, reason in waits:
             rec.reason = reason
-        self.joined_quietly += 1
         return True
 
     def _resolve(self, workloads: Iterable[Workload]) -> None:
@@ -1103,6 +1102,7 @@ class Simulator:
                 changed = True
             if changed and quiet and self._join_quietly(jobs[first:i]):
                 self.skipped += 1
+                self.joined_quietly += 1
             elif changed:
                 self.settled = False
                 if self._needs_pass(t):

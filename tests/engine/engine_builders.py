@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import strategies as st
+
 from scheduler.engine import (
     BudgetTree,
     ClusterState,
@@ -84,3 +86,16 @@ def preempted(result) -> list[str]:
     from scheduler.engine import Preempt
 
     return [d.run.workload.id for d in result.decisions if isinstance(d, Preempt)]
+
+
+@st.composite
+def budget_shares(draw, programs=(1, 3), projects=(1, 3), least=0, project="l"):
+    """Shares of a random two-level budget tree for property tests: programs ``p0``, ``p1``...
+    with projects ``p0/l0``... (``project`` names them), each ``least`` to 5 shares (0: a
+    budget without an allocation)."""
+    shares = {}
+    for p in range(draw(st.integers(*programs))):
+        shares[f"p{p}"] = draw(st.integers(least, 5))
+        for leaf in range(draw(st.integers(*projects))):
+            shares[f"p{p}/{project}{leaf}"] = draw(st.integers(least, 5))
+    return shares

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from engine_builders import budget_shares
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,12 +37,7 @@ PARAMS = Params(grace=300.0, unallocated_grace=30.0, hysteresis=0.1)
 def clusters(draw):
     n_hosts = draw(st.integers(1, 5))
     host_list = [Host(f"h{i}", draw(st.sampled_from([4, 8]))) for i in range(n_hosts)]
-    shares = {}
-    for p in range(draw(st.integers(2, 3))):
-        shares[f"p{p}"] = draw(st.integers(1, 5))
-        for leaf in range(draw(st.integers(1, 3))):
-            shares[f"p{p}/l{leaf}"] = draw(st.integers(1, 5))
-    tree = BudgetTree.from_shares(shares)
+    tree = BudgetTree.from_shares(draw(budget_shares(programs=(2, 3), least=1)))
     gpus = sum(h.gpus for h in host_list)
     capacity = gpus * 7 * 86400.0
     # usage from idle to far over entitlement, so every branch may be a victim or a requester

@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from engine_builders import job, run
+from engine_builders import budget_shares, job, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,12 +160,7 @@ def _standing_at(tree, usage, slope, capacity, capacity_slope, t):
 
 @st.composite
 def moving_usage(draw):
-    shares = {}
-    for p in range(draw(st.integers(1, 3))):
-        shares[f"p{p}"] = draw(st.integers(0, 5))
-        for leaf in range(draw(st.integers(1, 4))):
-            shares[f"p{p}/l{leaf}"] = draw(st.integers(0, 5))
-    tree = BudgetTree.from_shares(shares)
+    tree = BudgetTree.from_shares(draw(budget_shares(projects=(1, 4))))
     amounts = st.floats(0, 1e6, allow_nan=False)
     usage = {leaf: draw(amounts) for leaf in tree.leaves}
     slope = {leaf: draw(st.floats(-8, 8, allow_nan=False)) for leaf in tree.leaves}

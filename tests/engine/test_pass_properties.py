@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from engine_builders import budget_shares
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,12 +40,7 @@ def scenarios(draw):
         )
         for i in range(n_hosts)
     ]
-    shares = {}
-    for p in range(draw(st.integers(1, 3))):
-        shares[f"p{p}"] = draw(st.integers(0, 5))
-        for leaf in range(draw(st.integers(1, 3))):
-            shares[f"p{p}/l{leaf}"] = draw(st.integers(0, 5))
-    tree = BudgetTree.from_shares(shares)
+    tree = BudgetTree.from_shares(draw(budget_shares()))
     leaves = tree.leaves
     capacity = draw(st.sampled_from([0.0, 1e5, 1e6]))
     usage = {leaf: draw(st.sampled_from([0.0, 1e4, 1e5, 5e5, 2e6])) for leaf in leaves}

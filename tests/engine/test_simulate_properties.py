@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from engine_builders import budget_shares
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,11 +29,7 @@ def scenarios(draw):
     groups = draw(st.integers(1, 2))
     hosts = [HostSpec(f"h{i}", per, f"g{i % groups}") for i in range(nhosts)]
     # budget tree: 1-3 programs with 1-3 projects, random shares (some zero)
-    shares: dict[str, float] = {}
-    for p in range(draw(st.integers(1, 3))):
-        shares[f"p{p}"] = draw(st.integers(0, 5))
-        for q in range(draw(st.integers(1, 3))):
-            shares[f"p{p}/q{q}"] = draw(st.integers(0, 5))
+    shares = draw(budget_shares(project="q"))
     leaves = [k for k in shares if "/" in k]
     max_min = draw(st.sampled_from([600.0, 3600.0, 8 * 3600.0]))
     total = nhosts * per
