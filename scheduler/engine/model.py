@@ -366,6 +366,25 @@ class RestWaits:
 
 
 @dataclass(slots=True)
+class TailWaits:
+    """The waits of the waiting workloads a fair-share pass on a kept queue left out of
+    ``Pass.waits``: the rest of each line the walk left once none of it could start, claim,
+    preempt nor hold (``scheduling._Walk._leave``). Every workload of such a line, from the
+    first it left on in submission order, has the wait of its size there. As with
+    ``RestWaits``, drivers ask for a wait when they need it, as a workload leaves the queue: at
+    saturation, naming every waiting workload in every pass is what a pass would cost most."""
+
+    # line (a budget leaf; None for the unallocated work) -> (the submission key of the first
+    # workload left, and for each size what the walk's ``wait_as`` makes its wait from)
+    tails: dict[str | None, tuple[tuple, dict[int, tuple]]]
+    wait_as: Callable[..., Wait]
+
+    def of(self, w: Workload) -> Wait:
+        _, by_size = self.tails[w.budget if w.min_runtime > 0 else None]
+        return self.wait_as(*by_size[w.gpus])
+
+
+@dataclass(slots=True)
 class RestWaitsByGroup:
     """``RestWaits`` of a pass of partitions: each workload has its group's."""
 
@@ -393,8 +412,8 @@ class Pass:
     # every workload a Stop of this pass requeued would only wait in the next pass at this
     # instant (``_Walk.requeued_wait``)
     requeued_wait: bool = False
-    share_blocked: list[str] = field(default_factory=list)  # kept back by the final-share rule
-    # GPUs this pass moved between branches may have lifted a block of ``share_blocked``
+    # GPUs this pass moved between branches may have lifted a block of the final-share rule
+    # that kept a workload back
     # (``_Walk.lifts_share_block``)
     lifts_share_block: bool = False
     # under a strict policy, the first workload in line that could not start (one per partition):
@@ -409,9 +428,9 @@ class Pass:
     # workload behind the line's head (``heads``); ``waits`` lists only those new behind it,
     # drivers keep one reason per line for the rest
     behind: dict[str | None, Wait] = field(default_factory=dict)
-    # FIFO with backfill walked on a kept queue: ``waits`` lists only the workloads the walk
-    # looked at, every other waiting workload has ``rest.of(workload)``
-    rest: RestWaits | RestWaitsByGroup | None = None
+    # FIFO with backfill, or fair share, walked on a kept queue: ``waits`` lists only the
+    # workloads the walk looked at, every other waiting workload has ``rest.of(workload)``
+    rest: RestWaits | RestWaitsByGroup | TailWaits | None = None
 
     @property
     def order(self) -> list[str]:

@@ -83,9 +83,10 @@ class PendingQueue:
             self._joined.setdefault(line, {})[w.id] = w
         for line in (self._unallocated, *self._leaves.values()):
             line.sort(key=submission_order)
-        for sizes in self._spans.values():
+        for line, sizes in self._spans.items():
             for spans in sizes.values():
                 spans.sort()
+            self._spans[line] = dict(sorted(sizes.items()))
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w
@@ -104,7 +105,13 @@ class PendingQueue:
             insort(self._leaves.setdefault(line, []), w, key=submission_order)
         else:
             insort(self._unallocated, w, key=submission_order)
-        insort(self._spans.setdefault(line, {}).setdefault(w.gpus, []), span(w))
+        sizes = self._spans.setdefault(line, {})
+        spans = sizes.get(w.gpus)
+        if spans is None:  # a new size: the sizes stay in ascending order
+            spans = sizes[w.gpus] = []
+            if len(sizes) > 1 and w.gpus < max(sizes):
+                self._spans[line] = dict(sorted(sizes.items()))
+        insort(spans, span(w))
         self._joined.setdefault(line, {})[w.id] = w
 
     def remove(self, w: Workload) -> None:

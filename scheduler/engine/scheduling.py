@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import math
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from itertools import compress, count, islice, repeat
 from operator import add, attrgetter, le
 
@@ -49,6 +50,7 @@ from .model import (
     Run,
     Start,
     Stop,
+    TailWaits,
     Wait,
     Workload,
 )
@@ -70,12 +72,16 @@ from .wording import quantity
 _id_of = attrgetter("id")
 _signalled_at = attrgetter("signalled_at")
 _state_of = attrgetter("state")
-# the rest of a leaf's line from the workload with this submission key on, and the wait of each
-# size there: every workload of it that has not joined since has that wait (None: the waits of
-# one size differed by the held hosts open to each, and the next pass lists them all again)
-_Tail = tuple[tuple[float, str], dict[int, Wait] | None]
 _NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
 _STAND_IN = "\0stand-in"  # the workload id of a victim search made ahead of its turn
+
+
+@lru_cache(maxsize=4096)
+def _stand_in(budget: str, gpus: int) -> Workload:
+    """The requester of a victim search made ahead of its turn (``_Walk._inert``):
+    a search reads of its requester only the budget, the size, whether it is allocated, and the
+    id it notes a refusal under."""
+    return Workload(_STAND_IN, budget, gpus, min_runtime=1.0, resumable=True, submitted=0.0)
 
 
 class EngineMemo:
@@ -85,24 +91,22 @@ class EngineMemo:
     changed since the previous pass, when the runs on each host are expected free (for
     reservations, ``_Walk._ready``), what preemption could free on each host (the ``Board``
     victim searches read, brought to each pass's floor by what changed), and, for a driver
-    that keeps its queue as a ``PendingQueue``, the tails of leaves the last pass left out
-    (``_Walk.run_leaves``). Such a driver also takes waits that a pass does not list one by
+    that keeps its queue as a ``PendingQueue``, what a strict line's last pass reached
+    (``_Walk.run_line``). Such a driver also takes waits that a pass does not list one by
     one (``Pass.behind``, ``Pass.rest``). Optional: without it every pass reads everything
     and lists every wait.
     """
 
-    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "tails", "reached",
+    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "reached",
                  "release_times", "board", "quiet", "settled")
 
     def __init__(self) -> None:
         self.plan = FloorPlan()
         self.partitioning: Partitioning | None = None  # the ``partitions`` policy's groups
         self.parts: dict[str, EngineMemo] = {}  # one memo per partition
-        # the kept queue the last pass walked, and its ``PendingQueue.taken`` then
+        # the kept queue a strict line's last pass walked, and its ``PendingQueue.taken`` then
         self.queue: PendingQueue | None = None
         self.taken = 0
-        # leaf (None: unallocated work) -> the rest of its line the last pass left out
-        self.tails: dict[str | None, _Tail] = {}
         self.reached: list[str] = []  # the workloads a strict line's last pass reached
         # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
         # each GPU of those runs is expected free): ``_Walk._ready``
@@ -178,12 +182,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
             walk.standing_if_any = walk.ranked_by = Standing(tree, state.usage, state.capacity)
         segments = queue.segments(walk.standing_if_any)
         out.consider_in(line for _, line in segments)
-        tails: dict[str | None, _Tail] = {}
-        walk.run_leaves(queue, segments, memo.tails if memo and memo.follows(queue) else {},
-                        tails)
-        if memo is not None:
-            memo.walked(queue)
-            memo.tails = tails
+        walk.run_leaves(queue, segments, tails={} if kept_queue else None)
     elif kept_queue and policy.line:
         walk.run_line(state.pending, memo)
     elif kept_queue and policy.backfill_line:
@@ -194,7 +193,6 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         walk.run(order)
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
-    out.share_blocked = sorted(walk.share_blocked)
     out.lifts_share_block = walk.lifts_share_block()
     out.claims_open_room = walk.claims_open_room or walk.reservations_move()
     out.requeued_wait = walk.requeued_wait()
@@ -379,7 +377,9 @@ class _Walk:
         self._labels: dict[str, str] = {}
         self._whys: dict[tuple, Wait] = {}  # _why depends only on these: built once per key
         self.claimed: dict[str, _Claimed] = {}
-        self.claimed_budgets: set[str] = set()
+        # budget -> the submission key of the last of its workloads with a claim: the rest of its
+        # line after that one has none (``_may_act``)
+        self.claimants: dict[str, tuple] = {}
         # runs this pass started, per host: a reservation counts them like the runs it found
         self.started: dict[str, list[tuple[Run, tuple[int, ...]]]] = {}
         # GPUs moved by this pass (leaf, GPUs), replayed into Holdings when rules are needed
@@ -389,8 +389,6 @@ class _Walk:
         # (budget, size, opening) -> (floor generation, moves) of a search that found no
         # victims, with the final-share block that kept them, if any
         self._searched: dict[tuple, tuple[tuple[int, int], FinalShareBlock | None]] = {}
-        # leaf -> (size, opening, ends) of the search ``_inert`` last found still to be made
-        self._uncovered: dict[str, tuple[int, float, float]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
         self.blocked_budgets: set[str] = set()  # the budgets of ``share_blocked``'s workloads
         # budgets this pass gave allocated GPUs (starts, claims): the moves that may lift a
@@ -572,24 +570,22 @@ class _Walk:
         self,
         queue: PendingQueue,
         segments: list[tuple[str | None, list[Workload]]],
-        last: dict[str | None, _Tail],
-        tails: dict[str | None, _Tail],
+        tails: dict[str | None, tuple[tuple, dict[int, tuple]]] | None,
     ) -> None:
         """Fair share on a ``PendingQueue``: walk it leaf by leaf, and leave the rest of a
         leaf's line once none of it can start, claim, preempt nor hold (``_inert``, plan step 3
-        in notes/CONTENTION.md); the unallocated line (key None) likewise, and before walking it
-        at all when none of it may start nor hold hosts, as at saturation. ``last``: the tails
-        the previous pass on this queue left out; ``tails`` gets this pass's."""
-        joined = queue.take_joined()
+        in notes/CONTENTION.md), before walking it at all when none of it can, as at
+        saturation; the unallocated line (key None) likewise. With ``tails`` (a driver keeps
+        the queue), the rest of a line left is named there, not one by one in ``Pass.waits``
+        (``Pass.rest``)."""
         settled, waits = self._settled, self.out.waits
         for leaf, line in segments:
             if leaf is None and line is not queue.unallocated:
                 self.run(line)  # budgets tied at one rank, merged by submission
                 continue
             spans = queue.spans(leaf)
-            if leaf is None and line and self._inert(None, spans):
-                tails[None] = self._leave(queue, None, line, 0, last.get(None),
-                                          joined.get(None, {}))
+            if line and self._inert(leaf, spans, None):
+                self._leave(queue, leaf, line, 0, tails)
                 continue
             for at, w in enumerate(line):
                 wait = settled(w)
@@ -597,30 +593,30 @@ class _Walk:
                     waits[w.id] = wait
                     continue
                 self.consider(w)
-                if at + 1 < len(line) and self._inert_searched_ahead(leaf, spans, w):
-                    tails[leaf] = self._leave(queue, leaf, line, at + 1, last.get(leaf),
-                                              joined.get(leaf, {}))
+                if at + 1 < len(line) and self._inert(leaf, spans, submission_order(w)):
+                    self._leave(queue, leaf, line, at + 1, tails)
                     break
+        if tails is not None:
+            self.out.rest = TailWaits(tails, self._wait_from)
 
-    def _inert(self, leaf: str | None, spans: dict[int, list[float]]) -> bool:
-        """Whether ``consider`` would give every workload still in ``leaf``'s line the wait
+    def _inert(self, leaf: str | None, spans: dict[int, list[float]], after: tuple | None
+               ) -> bool:
+        """Whether ``consider`` would give every workload still in ``leaf``'s line (after the
+        workload with submission key ``after``, when the walk has been along it) the wait
         ``_settled`` gives it and change nothing else: nothing of its sizes fits on open hosts
-        nor may take the reservation, none may backfill held hosts, none has a claim, and the
-        victim search of each size and opening is one its budget skips (``cannot_preempt``) or
-        one already made on this floor and holdings, which found no victims or was refused by
-        the final-share rule. Judged on the leaf's whole line, so it only errs on the side of
-        walking on."""
-        return not self._may_act(leaf, spans) and self._unsearched(leaf, spans) is None
+        nor may take the reservation, none may backfill held hosts, none has a claim
+        (``_may_act``), and the victim search of each size and opening is one its budget skips
+        (``cannot_preempt``) or one made on this floor and holdings that found no victims or
+        was refused by the final-share rule. Judged on the leaf's whole line, so it only errs
+        on the side of walking on.
 
-    def _inert_searched_ahead(self, leaf: str | None, spans: dict[int, list[float]],
-                              w: Workload) -> bool:
-        """``_inert``, once the victim searches it lacks are made ahead of their turn, for a
-        stand-in of ``w``'s budget. The first workload of that size and opening would make the
-        same search where the walk reaches it, on this floor: every workload before it only
+        The searches it lacks are made at once, ahead of their turn, for a stand-in of the
+        budget (``_stand_in``): the first workload of that size and opening would make the same
+        search where the walk reaches it, on this floor, since every workload before it only
         waits. A search that finds no victims, or only victims the final-share rule refuses,
         decides nothing but the waits ``_leave`` gives; one that finds victims the rule allows
         is left to that workload, in its turn."""
-        if self._may_act(leaf, spans):
+        if self._may_act(leaf, spans, after):
             return False
         if leaf is None:
             return True  # unallocated work never searches for victims
@@ -628,14 +624,18 @@ class _Walk:
             for opening, ends in self._openings(line):
                 if self._decided(leaf, g, opening, ends):
                     continue
-                self._search(replace(w, id=_STAND_IN, gpus=g), ends)
+                self._search(_stand_in(leaf, g), ends)
                 if not self._decided(leaf, g, opening, ends):
                     return False  # it found victims the rule allows
         return True
 
-    def _may_act(self, leaf: str | None, spans: dict[int, list[float]]) -> bool:
-        """Whether some workload of ``leaf``'s line may do something other than search for
-        victims: fit on open hosts, take the reservation, backfill held hosts or use a claim."""
+    def _may_act(self, leaf: str | None, spans: dict[int, list[float]], after: tuple | None
+                 ) -> bool:
+        """Whether some workload of ``leaf``'s line (after the workload with submission key
+        ``after``, if given) may do something other than search for victims: fit on open hosts,
+        take the reservation, backfill held hosts or use a claim. Judged on sizes and spans of
+        the whole line, so it only errs on the side of yes, but for claims: a workload with a
+        claim the walk has passed holds it for itself."""
         least = min(spans)
         if least < self.nofit or (self.holds_left > 0 and least < self.nohold):
             return True
@@ -645,7 +645,8 @@ class _Walk:
             # hosts with room (an unallocated holder's are judged workload by workload)
             return bool(held) and least <= self._held_room() and not (
                 self.holder_preempts and self.now > self._held_until())
-        if leaf in self.claimed_budgets:
+        claimant = self.claimants.get(leaf)
+        if claimant is not None and (after is None or claimant > after):
             return True
         if not held:
             return False
@@ -653,23 +654,6 @@ class _Walk:
             return True
         now, room, until = self.now, self._held_room(), self._held_until()
         return any(g <= room and now + line[0] <= until for g, line in spans.items())
-
-    def _unsearched(self, leaf: str | None, spans: dict[int, list[float]]
-                    ) -> tuple[int, float, float] | None:
-        """A victim search some workload of ``leaf``'s line would make that is neither skipped
-        nor made on this floor and holdings, as (size, opening, ends), or None."""
-        if leaf is None:
-            return None  # unallocated work never searches
-        # the search that kept the leaf walking last time most often still does: ask it first
-        last = self._uncovered.get(leaf)
-        if last is not None and not self._decided(leaf, *last):
-            return last
-        for g, line in spans.items():
-            for opening, ends in self._openings(line):
-                if not self._decided(leaf, g, opening, ends):
-                    self._uncovered[leaf] = (g, opening, ends)
-                    return self._uncovered[leaf]
-        return None
 
     def _openings(self, spans: list[float]) -> list[tuple[float, float]]:
         """The victim searches that waiting workloads of one size with these ``spans`` (sorted)
@@ -696,56 +680,46 @@ class _Walk:
         leaf: str | None,
         line: list[Workload],
         start: int,
-        last: _Tail | None,
-        joined: dict[str, Workload],
-    ) -> _Tail:
-        """Give ``line[start:]`` the waits ``_settled`` would give them, leaving out
-        (``Pass.rest_unchanged``) those whose wait is still the one the previous pass gave
-        them, and return the tail."""
+        tails: dict[str | None, tuple[tuple, dict[int, tuple]]] | None,
+    ) -> None:
+        """Give ``line[start:]`` the waits ``_settled`` would give them: named in ``tails``
+        when a driver keeps the queue and every workload of a size has the same, else in
+        ``Pass.waits``."""
         by_size, blocks = self._left_waits(leaf, queue.spans(leaf))
-        first = submission_order(line[start])
+        if blocks:
+            self.blocked_budgets.add(leaf)
         out = self.out.waits
-        cut = len(line)
         if by_size is None:  # each workload's own, as the walk would give it
             for w in line[start:]:
                 out[w.id] = self._settled(w)
-            return first, None
-        if last is not None and last[1] == by_size:
-            # from the last tail's first workload on, only what joined since waits anew
-            since = last[0]
-            cut = max(start, bisect_left(line, since, lo=start, key=submission_order))
-            for w in joined.values():
-                if submission_order(w) >= since:
-                    out[w.id] = by_size[w.gpus]
-            self.out.rest_unchanged = self.out.rest_unchanged or cut < len(line)
-        for w in line[start:cut]:
-            out[w.id] = by_size[w.gpus]
-        if blocks:  # every workload kept back is listed, whether its wait is listed or not
-            self.blocked_budgets.add(leaf)
-            self.share_blocked.update(
-                (w.id, blocks[w.gpus]) for w in line[start:] if w.gpus in blocks
-            )
-        return first, by_size
+        elif tails is not None:
+            tails[leaf] = (submission_order(line[start]), by_size)
+        else:
+            wait_from = self._wait_from
+            waits = {g: wait_from(*spec) for g, spec in by_size.items()}
+            for w in line[start:]:
+                out[w.id] = waits[w.gpus]
 
     def _left_waits(self, leaf: str | None, spans: dict[int, list[float]]
-                    ) -> tuple[dict[int, Wait] | None, dict[int, FinalShareBlock]]:
-        """The wait ``_settled`` gives every workload of each size of a line ``_inert`` found
-        inert, and the final-share block behind it where there is one; None for the waits
-        when one size's differ by the held hosts open to each."""
+                    ) -> tuple[dict[int, tuple] | None, dict[int, FinalShareBlock]]:
+        """What the wait ``_settled`` gives every workload of each size of a line found inert
+        (``_inert``) is made from (``_wait_from``), and the final-share block behind it where
+        there is one; None for the waits when one size's differ by the held hosts open to
+        each."""
+        free, held = self._open_free(), bool(self.holders)
         if leaf is None:
-            return {g: self._shared_why(g, True, None) for g in spans}, {}
-        waits: dict[int, Wait] = {}
+            return {g: (g, True, None, free, held, None) for g in spans}, {}
+        waits: dict[int, tuple] = {}
         blocks: dict[int, FinalShareBlock] = {}
         for g, line in spans.items():
             for _, ends in self._openings(line):
                 block = None
                 if not self._found_nothing(leaf, g, ends):
                     block = self._refusal(leaf, g, ends)
-                if block is None:
-                    wait = self._shared_why(g, False, leaf)
-                else:
-                    wait, blocks[g] = self._refused(g, block), block
-                if waits.setdefault(g, wait) != wait:
+                if block is not None:
+                    blocks[g] = block
+                spec = (g, False, leaf, free, held, block)
+                if waits.setdefault(g, spec) != spec:
                     return None, {}
         return waits, blocks
 
@@ -866,8 +840,13 @@ class _Walk:
             taken = [(h, *floor.claim(h, n)) for h, n in claim.gpus]
             self.claimed[w.id] = _Claimed(claim, taken)
             self.claimed_now |= claim.since >= self.now
-            self.claimed_budgets.add(w.budget)
+            self._note_claimant(w)
             self._move(w.budget, claim.total)
+
+    def _note_claimant(self, w: Workload) -> None:
+        key, last = submission_order(w), self.claimants.get(w.budget)
+        if last is None or key > last:
+            self.claimants[w.budget] = key
 
     def _give_back(self, claimed: _Claimed) -> None:
         for host, free, releasing in claimed.taken:
@@ -1144,7 +1123,7 @@ class _Walk:
         displaced = sorted({r.workload.budget for r in victims.runs if r.workload.min_runtime > 0})
         claim = Claim(w.id, tuple(gpus), tuple(displaced), self.now)
         claimed = self.claimed[w.id] = _Claimed(claim, taken)
-        self.claimed_budgets.add(w.budget)
+        self._note_claimant(w)
         self._move(w.budget, w.gpus)
         self.gained.add(w.budget)
         self.out.claims.append(claim)
@@ -1297,7 +1276,6 @@ class _Walk:
         self.holds_left -= 1
         self.holders.append(w.label)
         self.holder_preempts = self._preempts_unallocated(w)
-        self._uncovered.clear()  # the searches to be made now depend on the reservation
         if known:
             when = f"expected free at {clock(until)}"
         elif until > self.now:
@@ -1336,12 +1314,24 @@ class _Walk:
     def _refused(self, g: int, block: FinalShareBlock) -> Wait:
         """The wait of every workload of size ``g`` the final-share rule keeps back by ``block``:
         one block keeps many workloads of a budget and size back in a pass."""
-        key = (g, self._open_free(), block)
+        return self._refused_at(g, self._open_free(), block)
+
+    def _refused_at(self, g: int, free: int, block: FinalShareBlock) -> Wait:
+        """``_refused`` where the walk had ``free`` GPUs open."""
+        key = (g, free, block)
         wait = self._whys.get(key)
         if wait is None:
-            why = f"{self._shape(g)}, {key[1]} free; {block.reason()}"
+            why = f"{self._shape(g)}, {free} free; {block.reason()}"
             wait = self._whys[key] = Wait(why, "final share", (), None)
         return wait
+
+    def _wait_from(self, g: int, unallocated: bool, budget: str | None, free: int, held: bool,
+                   block: FinalShareBlock | None) -> Wait:
+        """The wait of a workload of a line the walk left (``_left_waits``): kept back by the
+        final-share rule, or as every workload of its size, kind and budget there."""
+        if block is not None:
+            return self._refused_at(g, free, block)
+        return self._wait_as(g, unallocated, budget, free, held)
 
     def _shared_why(self, g: int, unallocated: bool, budget: str | None) -> Wait:
         """The wait of every workload of this size, kind and budget (None: unallocated work,

@@ -59,6 +59,7 @@ from .model import (
     Run,
     Start,
     Stop,
+    TailWaits,
     Workload,
 )
 from .pending import PendingQueue
@@ -392,10 +393,10 @@ class Simulator:
         # leaves the line
         self.in_line: dict[str, str | None] = {}
         self.line_reason: dict[str | None, str] = {}
-        # FIFO with backfill (``Pass.rest``): the last pass's waits of the workloads it left out
-        # of its ``waits``, given to each when it leaves the queue; ``explained``: those it gave
-        # a wait of their own; ``joined``: work that joined the queue since
-        self.rest: RestWaits | RestWaitsByGroup | None = None
+        # fair share and FIFO with backfill (``Pass.rest``): the last pass's waits of the
+        # workloads it left out of its ``waits``, given to each when it leaves the queue;
+        # ``explained``: those it gave a wait of their own; ``joined``: work joined since
+        self.rest: RestWaits | RestWaitsByGroup | TailWaits | None = None
         self.explained: set[str] = set()
         self.joined: set[str] = set()
         self.pending_gpus: Counter[int] = Counter()

@@ -411,12 +411,12 @@ def test_a_stopped_walk_decides_exactly_what_a_full_walk_decides(case):
     reasons and waits are those of considering each one."""
     stopped = schedule(*case)
     full = _walked_with(case, _settled=lambda walk, w, record=True: None,
-                        _inert=lambda walk, leaf, spans: False,
-                        _inert_searched_ahead=lambda walk, leaf, spans, w: False)
+                        _inert=lambda walk, leaf, spans, after: False)
     _decide_alike(stopped, full)
     assert stopped.waits == full.waits
     assert stopped.claims == full.claims
-    assert stopped.share_blocked == full.share_blocked
+    assert (stopped.claims_open_room, stopped.lifts_share_block) == (
+        full.claims_open_room, full.lifts_share_block)
 
 
 @SETTINGS
@@ -429,7 +429,6 @@ def test_a_budget_skipping_searches_after_finding_no_victims_decides_as_searchin
     searching = _walked_with(case, _found_nothing=lambda walk, budget, g, ends: False)
     _decide_alike(skipping, searching)
     assert skipping.waits == searching.waits
-    assert skipping.share_blocked == searching.share_blocked
 
 
 @SETTINGS
@@ -445,7 +444,6 @@ def test_a_victim_search_remembered_for_an_unchanged_floor_decides_as_searching_
     afresh = _walked_with(case, _opening=lambda walk, ends: next(never_equal))
     _decide_alike(remembered, afresh)
     assert remembered.waits == afresh.waits
-    assert remembered.share_blocked == afresh.share_blocked
 
 
 @SETTINGS
@@ -501,12 +499,12 @@ def partitioned(case_and_inside):
                  scenarios().map(backfill),
                  st.tuples(contended(), st.sampled_from(["fifo", "fifo-backfill"])).map(
                      partitioned)), st.data())
-def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_wait(case, data):
+def test_passes_that_name_waits_in_bulk_show_every_workload_a_full_passs_wait(case, data):
     """A driver keeping its queue and memo across passes, and keeping the wait of whatever a
     pass leaves out, shows every waiting workload the wait a pass on a plain list gives it
     (which leaves nothing out), while work joins and leaves and time moves between passes.
-    Under FIFO with backfill the pass names the others' waits by size (``Pass.rest``); under
-    partitions each partition's queue is kept like the whole queue."""
+    Under fair share and FIFO with backfill the pass names the others' waits in bulk
+    (``Pass.rest``); under partitions each partition's queue is kept like the whole queue."""
     from dataclasses import replace
 
     from scheduler.engine.pending import PendingQueue
@@ -523,6 +521,8 @@ def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_
         assert _summary(kept)[0] == _summary(full)[0]
         if params.policy == "partitions":
             assert set(kept.order) <= set(full.order)
+        elif params.policy == "fairshare":
+            assert kept.order == full.order
         elif kept.rest is None:
             # a strict line is read up to its head
             assert kept.order == full.order[:len(kept.order)]
@@ -531,7 +531,8 @@ def test_passes_that_leave_out_unchanged_tails_show_every_workload_a_full_passs_
             order = iter(full.order)
             assert all(wid in order for wid in kept.order)
         if kept.rest is not None:
-            shown.update((w.id, kept.rest.of(w)) for w in queue if w.id not in kept.waits)
+            shown.update((w.id, kept.rest.of(w)) for w in queue
+                         if w.id in full.waits and w.id not in kept.waits)
         line_wait.update(kept.behind)
         lines = {id(wait): line for line, wait in kept.behind.items()}
         for wid, wait in kept.waits.items():

@@ -89,6 +89,11 @@ def _workload(wid: str, budget: str, gpus: int, min_runtime: float = 600.0) -> W
     return Workload(wid, budget, gpus, min_runtime, True, submitted=float(len(wid)))
 
 
+def _kept_back(result) -> list[str]:
+    """The waiting workloads whose wait names the final-share rule."""
+    return sorted(wid for wid, wait in result.waits.items() if "final-share rule" in wait.reason)
+
+
 def test_starts_on_free_gpus_alone_open_no_room():
     tree = BudgetTree.from_shares({"a": 1})
     state = ClusterState(NOW, [_host()], [], [_workload("w1", "a", 2), _workload("w2", "a", 4)])
@@ -166,7 +171,7 @@ def test_victims_releasing_more_than_their_claimant_claims_open_room_to_claim_th
     state = ClusterState(NOW, [_host("h0"), _host("h1"), _host("h2")], runs, pending, usage,
                          capacity)
     first = schedule(state, CLAIMS, Params())
-    assert first.share_blocked == ["e"]
+    assert _kept_back(first) == ["e"]
     assert [d.hosts for d in first.of(Hold)] == [("h1",)]
     assert [(d.run.workload.id, d.for_workload_id) for d in first.of(Preempt)] == [("v", "r")]
     assert first.opens_room
@@ -335,7 +340,7 @@ def test_a_start_the_final_share_block_did_not_weigh_opens_no_room(budget):
     small = replace(_workload("small", budget, 1), submitted=2.0, duration=600.0)
     state = _blocked_by_the_final_share_rule(small)
     first = schedule(state, FINAL_SHARE, Params())
-    assert first.share_blocked == ["big"]
+    assert _kept_back(first) == ["big"]
     assert [d.workload.id for d in first.of(Start)] == ["small"]
     assert not first.opens_room
     second = schedule(apply(state, first), FINAL_SHARE, Params())
@@ -345,6 +350,6 @@ def test_a_start_the_final_share_block_did_not_weigh_opens_no_room(budget):
 def test_a_start_in_the_branch_a_final_share_block_weighed_opens_room():
     small = replace(_workload("small", "a1", 1), submitted=2.0, duration=600.0)
     first = schedule(_blocked_by_the_final_share_rule(small), FINAL_SHARE, Params())
-    assert first.share_blocked == ["big"]
+    assert _kept_back(first) == ["big"]
     assert [d.workload.id for d in first.of(Start)] == ["small"]
     assert first.opens_room
