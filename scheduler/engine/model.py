@@ -369,19 +369,18 @@ class RestWaits:
 class TailWaits:
     """The waits of the waiting workloads a fair-share pass on a kept queue left out of
     ``Pass.waits``: the rest of each line the walk left once none of it could start, claim,
-    preempt nor hold (``scheduling._Walk._leave``). Every workload of such a line, from the
-    first it left on in submission order, has the wait of its size there. As with
+    preempt nor hold (``scheduling._Walk._leave``). Every workload of such a line the pass did
+    not list has the wait of its size there. As with
     ``RestWaits``, drivers ask for a wait when they need it, as a workload leaves the queue: at
     saturation, naming every waiting workload in every pass is what a pass would cost most."""
 
-    # line (a budget leaf; None for the unallocated work) -> (the submission key of the first
-    # workload left, and for each size what the walk's ``wait_as`` makes its wait from)
-    tails: dict[str | None, tuple[tuple, dict[int, tuple]]]
+    # line (a budget leaf; None for the unallocated work) -> size -> what ``wait_as`` makes the
+    # wait of its workloads there from
+    tails: dict[str | None, dict[int, tuple]]
     wait_as: Callable[..., Wait]
 
     def of(self, w: Workload) -> Wait:
-        _, by_size = self.tails[w.budget if w.min_runtime > 0 else None]
-        return self.wait_as(*by_size[w.gpus])
+        return self.wait_as(*self.tails[w.budget if w.min_runtime > 0 else None][w.gpus])
 
 
 @dataclass(slots=True)

@@ -9,7 +9,8 @@ standing changed, instead of sorting every pending workload in every pass.
 
 Per leaf the queue also keeps what a pass needs to tell, without looking at each workload,
 that the rest of a leaf can neither start, preempt nor hold: the expected spans of its work
-by size, and which of its workloads joined since the last pass.
+by size, sizes ascending (a search for fewer GPUs that found nothing spares the larger ones).
+It also keeps which workloads joined since the last pass, for a strict line.
 
 Under strict submission order (``fifo``) the queue is read lazily in that order
 (``by_submission``), so a pass over a long line costs its starts, not the line. Under FIFO with
@@ -63,8 +64,9 @@ class PendingQueue:
         self._leaf_order: tuple[_Positions, frozenset[str], list[list[str]]] | None = None
         # leaf (None: the unallocated line) -> size -> spans, sorted
         self._spans: dict[str | None, dict[int, list[float]]] = {None: {}}
-        # leaf -> allocated work added since take_joined and still here, by id
-        self._joined: dict[str, dict[str, Workload]] = {}
+        # the ids of work added (or added back) since take_joined and still here, in the order
+        # they joined (a dict: what a strict line's pass lists stays in one order from run to run)
+        self._joined: dict[str, None] = {}
         self.taken = 0  # calls of take_joined: a pass's memo knows whether it saw the last one
         self.version = 0  # counts the workloads added and removed: the same count, the same queue
         # budget -> group, and each group's queue, kept from the first ``by_group`` on
@@ -80,7 +82,7 @@ class PendingQueue:
             else:
                 self._unallocated.append(w)
             self._spans.setdefault(line, {}).setdefault(w.gpus, []).append(span(w))
-            self._joined.setdefault(line, {})[w.id] = w
+            self._joined[w.id] = None
         for line in (self._unallocated, *self._leaves.values()):
             line.sort(key=submission_order)
         for line, sizes in self._spans.items():
@@ -112,7 +114,7 @@ class PendingQueue:
             if len(sizes) > 1 and w.gpus < max(sizes):
                 self._spans[line] = dict(sorted(sizes.items()))
         insort(spans, span(w))
-        self._joined.setdefault(line, {})[w.id] = w
+        self._joined[w.id] = None
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
@@ -136,9 +138,7 @@ class PendingQueue:
         del spans[bisect_left(spans, span(w))]
         if not spans:
             del sizes[w.gpus]
-        joined = self._joined.get(leaf)
-        if joined:
-            joined.pop(w.id, None)
+        self._joined.pop(w.id, None)
         if not line and leaf is not None:
             del self._leaves[leaf], self._spans[leaf]
 
@@ -170,9 +170,8 @@ class PendingQueue:
         ``segments``."""
         return self._unallocated
 
-    def take_joined(self) -> dict[str | None, dict[str, Workload]]:
-        """Work added (or added back) since the last call and still waiting, by id: allocated
-        work by leaf, unallocated work under None."""
+    def take_joined(self) -> dict[str, None]:
+        """The ids of work added (or added back) since the last call and still waiting."""
         joined, self._joined = self._joined, {}
         self.taken += 1
         return joined

@@ -28,7 +28,6 @@ before the reservation starts (``ends <= until``): the same rule as backfilling 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
@@ -435,8 +434,6 @@ class Board:
         self._lines: dict[str, Lines] = {}  # by requester budget, for the pairs so far
         # by (requester budget, GPUs, holdings version): one version at a time is kept
         self._reaches: dict[tuple, Reach] = {}
-        # (floor, held hosts, their reservations' starts sorted, rows closed before each)
-        self._starts: tuple | None = None
         # hosts without runs keep their size free; the others' rows are made one by one
         self.size = np.array(sizes, dtype=np.int64)
         self.base = self.size.copy()  # free or being released
@@ -549,16 +546,10 @@ class Board:
         return True
 
     def _closed(self, ends: float) -> frozenset[int]:
-        """The rows of held hosts whose reservation starts before ``ends``: asked for every
-        search, so kept per floor and held hosts (a pass only adds to them)."""
-        held = self.floor.held
-        starts = self._starts
-        if starts is None or starts[0] is not self.floor or starts[1] != len(held):
-            row = self.row
-            at = sorted((until, row[h]) for h, until in held.items() if h in row)
-            starts = self._starts = (self.floor, len(held), [u for u, _ in at],
-                                     [frozenset(r for _, r in at[:i]) for i in range(len(at) + 1)])
-        return starts[3][bisect_left(starts[2], ends)]
+        """The rows of held hosts whose reservation starts before ``ends``."""
+        row = self.row
+        return frozenset(row[h] for h, until in self.floor.held.items()
+                         if until < ends and h in row)
 
     def _forget_pairs(self) -> None:
         """Number again only the pairs some host still has: each requester's ``Lines`` and

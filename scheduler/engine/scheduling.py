@@ -390,7 +390,9 @@ class _Walk:
         # victims, with the final-share block that kept them, if any
         self._searched: dict[tuple, tuple[tuple[int, int], FinalShareBlock | None]] = {}
         self.share_blocked: dict[str, FinalShareBlock] = {}
-        self.blocked_budgets: set[str] = set()  # the budgets of ``share_blocked``'s workloads
+        # the budgets of workloads the final-share rule kept back (``share_blocked``, and the
+        # lines ``_leave`` gave its waits)
+        self.blocked_budgets: set[str] = set()
         # budgets this pass gave allocated GPUs (starts, claims): the moves that may lift a
         # final-share block (``lifts_share_block``)
         self.gained: set[str] = set()
@@ -507,8 +509,7 @@ class _Walk:
             waits.update(dict.fromkeys([w.id for w in line], behind))
             return
         seen = set(reached)
-        for added in joined.values():
-            waits.update((wid, behind) for wid in added if wid not in seen)
+        waits.update((wid, behind) for wid in joined if wid not in seen)
         waits.update((wid, behind) for wid in before if wid not in seen and wid in queue)
         self.out.rest_unchanged = True
 
@@ -570,7 +571,7 @@ class _Walk:
         self,
         queue: PendingQueue,
         segments: list[tuple[str | None, list[Workload]]],
-        tails: dict[str | None, tuple[tuple, dict[int, tuple]]] | None,
+        tails: dict[str | None, dict[int, tuple]] | None,
     ) -> None:
         """Fair share on a ``PendingQueue``: walk it leaf by leaf, and leave the rest of a
         leaf's line once none of it can start, claim, preempt nor hold (``_inert``, plan step 3
@@ -680,7 +681,7 @@ class _Walk:
         leaf: str | None,
         line: list[Workload],
         start: int,
-        tails: dict[str | None, tuple[tuple, dict[int, tuple]]] | None,
+        tails: dict[str | None, dict[int, tuple]] | None,
     ) -> None:
         """Give ``line[start:]`` the waits ``_settled`` would give them: named in ``tails``
         when a driver keeps the queue and every workload of a size has the same, else in
@@ -693,7 +694,7 @@ class _Walk:
             for w in line[start:]:
                 out[w.id] = self._settled(w)
         elif tails is not None:
-            tails[leaf] = (submission_order(line[start]), by_size)
+            tails[leaf] = by_size
         else:
             wait_from = self._wait_from
             waits = {g: wait_from(*spec) for g, spec in by_size.items()}
