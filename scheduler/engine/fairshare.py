@@ -78,20 +78,18 @@ class Standing:
     def __init__(self, tree: BudgetTree, usage: dict[str, float], capacity: float):
         self.tree = tree
         self.capacity = capacity
-        self.usage = rollup(usage, tree)
-        self.ratios = {
-            n: ratio(self.usage.get(n, 0.0), tree.fraction(n), capacity) for n in tree._nodes
-        }
+        self.usage = used = rollup(usage, tree)
+        fraction = tree._fraction
+        self.ratios = ratios = {n: ratio(used[n], fraction[n], capacity) for n in tree._nodes}
         self.position: dict[str, int] = {}
-        stack = [ROOT]
+        position = self.position
+        children, stack = tree._children, [ROOT]
         while stack:
             node = stack.pop()
-            self.position[node] = len(self.position)
-            kids = sorted(tree.children(node), key=self._sibling_key)
-            stack.extend(reversed(kids))
-
-    def _sibling_key(self, node: str) -> tuple[float, float, str]:
-        return (self.ratios[node], -self.tree.fraction(node), node)
+            position[node] = len(position)
+            kids = children[node]
+            if kids:  # the first sibling is popped first: pushed last
+                stack += sorted(kids, key=lambda k: (ratios[k], -fraction[k], k), reverse=True)
 
     def ratio(self, path: str) -> float:
         r = self.ratios.get(path)
@@ -180,15 +178,10 @@ def next_crossing(
             if -1e-6 < t < soonest:
                 soonest = max(t, 0.0)
 
-    for parent in [ROOT, *tree.nodes]:
-        kids = [(k, tree.fraction(k)) for k in tree.children(parent) if tree.fraction(k) > 0]
-        for i, (a, fa) in enumerate(kids):
-            for b, fb in kids[i + 1 :]:
-                root(used[a] / fa - used[b] / fb, rate[a] / fa - rate[b] / fb)
-    for node in tree.nodes:
-        f = tree.fraction(node)
-        if f > 0:
-            root(used[node] - threshold * f * capacity, rate[node] - threshold * f * capacity_slope)
+    for a, fa, b, fb in tree.rivals:
+        root(used[a] / fa - used[b] / fb, rate[a] / fa - rate[b] / fb)
+    for node, f in tree.entitled:
+        root(used[node] - threshold * f * capacity, rate[node] - threshold * f * capacity_slope)
     return soonest if soonest <= horizon and soonest < math.inf else None
 
 

@@ -39,6 +39,7 @@ from .model import Params, Run, Workload, ancestors
 from .placement import Floor, choose_hosts
 
 _ZERO = (0, 0, 0, 0.0)
+_NO_INDEX = np.zeros(0, dtype=np.int64)
 _UNKNOWN = object()
 
 
@@ -233,8 +234,11 @@ class Rules:
 
     def lines(self, requester: Workload, budgets: list[str]) -> Lines:
         """Whether ``requester`` outranks each of ``budgets``, and for those it outranks the two
-        competing branches, as ``Holdings`` indexes."""
+        competing branches, as ``Holdings`` indexes (the holdings are not counted for a
+        requester that outranks nobody)."""
         among = [i for i, b in enumerate(budgets) if self.outranks(requester, b)]
+        if not among:
+            return Lines(len(budgets), _NO_INDEX, _NO_INDEX, _NO_INDEX)
         node, branches = self.holdings.node, self.branches
         pairs = [branches(requester.budget, budgets[i]) for i in among]
         return Lines(len(budgets), np.array(among, dtype=np.int64),
@@ -316,26 +320,26 @@ class Reach:
     requester learns why it may not preempt (``Rules.blocked``).
     """
 
-    __slots__ = ("key", "requester", "allowed", "kept", "allows", "keeps", "open", "bound",
-                 "refused")
+    __slots__ = ("requester", "allowed", "kept", "allows", "keeps", "open", "bound", "refused")
 
-    def __init__(self, key: tuple, requester: Workload, board: Board):
-        self.key, self.requester = key, requester
-        lines = board.lines(requester)
-        among = lines.among
-        slots = lines.judged + 1  # one more, False, for the slot id -1 (no candidate)
-        if among.size:
+    def __init__(self, board: Board, requester: Workload | None = None,
+                 lines: Lines | None = None):
+        """Without a requester and its ``lines``: what any requester that outranks nobody, as
+        most at saturation, could take, whatever the holdings (``Board.nobody``)."""
+        self.requester = requester
+        self.allowed = self.kept = None
+        self.allows = self.keeps = False
+        if lines is not None and lines.among.size:
+            among = lines.among
+            slots = lines.judged + 1  # one more, False, for the slot id -1 (no candidate)
             breaks = board.rules.movable(requester, lines, board.pair_gpus[among])
             self.allowed = np.zeros(slots, dtype=bool)
             self.allowed[among[~breaks]] = True
             self.kept = np.zeros(slots, dtype=bool)
             self.kept[among[breaks]] = True
             self.allows, self.keeps = not breaks.all(), bool(breaks.any())
-        else:  # it outranks nobody
-            self.allowed = self.kept = np.zeros(slots, dtype=bool)
-            self.allows = self.keeps = False
-        # a requester that may displace no allocated run, as most may not at saturation, reads
-        # the board's own row: what is free, being released or unallocated
+        # a requester that may displace no allocated run reads the board's own row: what is
+        # free, being released or unallocated
         self.open = board.within
         if self.allows:
             self.open = self.open + np.where(self.allowed[board.pair], board.gpus, 0).sum(axis=1)
@@ -360,11 +364,13 @@ class Reach:
         to one that outranks it within the final-share rule."""
         if run.workload.min_runtime <= 0:
             return True
-        return bool(self.allowed[board.pair_id[(run.workload.budget, run.gpus)]])
+        return self.allows and bool(self.allowed[board.pair_id[(run.workload.budget, run.gpus)]])
 
     def first_refusal(self, options: list[tuple[tuple, int, Run]], board: Board
                       ) -> FinalShareBlock | None:
         """The block of the first of ``options`` the final-share rule keeps from the requester."""
+        if not self.keeps:
+            return None
         for _, _, run in options:
             pair = (run.workload.budget, run.gpus)
             if run.workload.min_runtime > 0 and self.kept[board.pair_id[pair]]:
@@ -444,6 +450,7 @@ class Board:
         self.pair = np.full((n, width), -1, dtype=np.int64)  # candidates, by pair id
         self.gpus = np.zeros((n, width), dtype=np.int64)  # their GPUs on the host
         self.unrefused = np.zeros(n, dtype=bool)  # ``Reach.refused`` of a requester refused nothing
+        self.nobody = Reach(self)  # reads the rows above as they are remade
         busy = (set(self.hosts) - floor.whole) | set(floor.runs) | set(floor.releasing)
         for h in self.hosts:
             if h in busy:
@@ -673,13 +680,17 @@ class Board:
 
     def reach(self, requester: Workload) -> Reach:
         """What each host could offer ``requester`` (``Reach``). Kept per requester budget and
-        size while the holdings stay the same, and patched per refreshed host."""
+        size while the holdings stay the same, and patched per refreshed host; the same for
+        every requester that outranks nobody (``nobody``)."""
+        lines = self.lines(requester)
+        if not lines.among.size:
+            return self.nobody
         key = (requester.budget, requester.gpus, self.rules.holdings.version)
         reach = self._reaches.get(key)
         if reach is None:
             if self._reaches and next(iter(self._reaches))[2] != key[2]:
                 self._reaches.clear()  # judged on holdings that have moved since
-            reach = self._reaches[key] = Reach(key, requester, self)
+            reach = self._reaches[key] = Reach(self, requester, lines)
         return reach
 
 

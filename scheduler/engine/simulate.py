@@ -135,12 +135,14 @@ class Ledger:
         self.lo: dict[str, int] = {}  # pointer for window queries
         self.dv: dict[str, float] = {}  # decayed value at dt
         self.dt: dict[str, float] = {}
+        self.changes = 0  # rates set so far: usage slopes stay as they were while it stays
 
     def rate(self, key: str) -> float:
         r = self.br.get(key)
         return r[-1] if r else 0.0
 
     def set_rate(self, key: str, now: float, delta: float) -> None:
+        self.changes += 1
         bt = self.bt.get(key)
         if bt is None:
             self.bt[key], self.bc[key], self.br[key] = [now], [0.0], [delta]
@@ -381,6 +383,9 @@ class Simulator:
         self.line_head: tuple | None = None
         self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
         self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
+        # (ledger changes, until when) of the current plan, made from the ledger's slopes: while
+        # no rate changes, before its first event and the slopes' horizon, a plan finds the same
+        self.plan_made: tuple[int, float] | None = None
         self.trace_jobs = sorted(jobs, key=lambda j: j.submit_time)
         self.jobs: dict[str, JobRecord] = {}
         self.run_records: list[RunRecord] = []
@@ -937,15 +942,20 @@ class Simulator:
     def _plan_ticks(self, now: float) -> None:
         """Plan the next pass that only time brings (the live loop ticks while allocated work
         waits; the window slides and ratios cross thresholds). A new plan voids the old one."""
+        waits = self.params.policy == "fairshare" and self.pending_allocated
+        made, ledger = self.plan_made, self.ledger
+        if waits and made is not None and made[0] == ledger.changes and now < made[1]:
+            return  # the lines and slopes it was planned on: the same crossing
         self.plan += 1
+        self.plan_made = None
         self.crossing_at = math.inf  # no allocated work waits that a crossing would move
-        if self.params.policy != "fairshare" or not self.pending_allocated:
+        if not waits:
             return
         if self.config.cadence == "ticks":
             self.crossing_at = now  # a pass at every tick and every submission, as the loop
             self._push(self._tick_after(now), _TICK, num=self.plan)
             return
-        ledger, horizon = self.ledger, math.inf
+        horizon = math.inf
         usage, slope = {}, {}
         for leaf in self.leaves:
             usage[leaf] = ledger.window_value(leaf, now)
@@ -958,17 +968,21 @@ class Simulator:
         dt = next_crossing(self.tree, usage, slope, capacity, capacity_slope, threshold, horizon)
         # a crossing after the horizon is unknown until the next plan
         self.crossing_at = now + (horizon if dt is None else dt)
+        first = math.inf
         if dt is not None:
             # the first tick at or after the crossing (a hair before it: the ledger's floats
             # may put it just past the tick that already sees it); a tick too early decides
             # nothing new and plans again
             crossing_tick = self._tick_after(now + dt - 1e-6 * self.params.pass_interval)
-            self._push(max(crossing_tick, self._tick_after(now)), _TICK, num=self.plan)
+            first = max(crossing_tick, self._tick_after(now))
+            self._push(first, _TICK, num=self.plan)
         elif horizon < math.inf:
             # a slope change a rounding error away (the window's edge is ``now - window``)
             # would land on ``now`` itself and be planned again there for ever: the next
             # representable instant has passed it
-            self._push(max(now + horizon, math.nextafter(now, math.inf)), _SEGMENT, num=self.plan)
+            first = max(now + horizon, math.nextafter(now, math.inf))
+            self._push(first, _SEGMENT, num=self.plan)
+        self.plan_made = (ledger.changes, min(first, now + horizon))
 
     # ---------------------------------------------------------------- warm start
     def _warm_start(self) -> None:
