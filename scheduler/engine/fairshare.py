@@ -178,9 +178,10 @@ def next_crossing(
             if -1e-6 < t < soonest:
                 soonest = max(t, 0.0)
 
-    for a, fa, b, fb in tree.rivals:
+    entitled, rivals = tree.compared()
+    for a, fa, b, fb in rivals:
         root(used[a] / fa - used[b] / fb, rate[a] / fa - rate[b] / fb)
-    for node, f in tree.entitled:
+    for node, f in entitled:
         root(used[node] - threshold * f * capacity, rate[node] - threshold * f * capacity_slope)
     return soonest if soonest <= horizon and soonest < math.inf else None
 

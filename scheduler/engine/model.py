@@ -129,7 +129,7 @@ class BudgetTree:
     program with 70 of 100 shares whose project has 50 of 100 holds 35% whatever else queues.
     """
 
-    __slots__ = ("shares", "_children", "_fraction", "_depth", "_nodes", "rivals", "entitled")
+    __slots__ = ("shares", "_children", "_fraction", "_depth", "_nodes", "_compared")
 
     def __init__(self, shares: dict[str, float]):
         self.shares: dict[str, float] = {}
@@ -153,18 +153,26 @@ class BudgetTree:
                 self._fraction[k] = self._fraction[node] * own
                 self._depth[k] = self._depth[node] + 1
         self._nodes = [n for n in self._preorder() if n != ROOT]
-        # what verdicts of over-use and the Fair Tree order compare (``next_crossing``), with
-        # the fractions they divide by: every node with a share, and such siblings pair by pair
-        self.entitled = [(n, self._fraction[n]) for n in self._nodes if self._fraction[n] > 0]
-        self.rivals: list[tuple[str, float, str, float]] = []
-        for parent in [ROOT, *self._nodes]:
-            kids = [(k, self._fraction[k]) for k in self._children[parent] if self._fraction[k] > 0]
-            for i, (a, fa) in enumerate(kids):
-                self.rivals += [(a, fa, b, fb) for b, fb in kids[i + 1 :]]
+        self._compared: tuple[list, list] | None = None
 
     @classmethod
     def from_shares(cls, shares: dict[str, float]) -> BudgetTree:
         return cls(shares)
+
+    def compared(self) -> tuple[list[tuple[str, float]], list[tuple[str, float, str, float]]]:
+        """What verdicts of over-use and the Fair Tree order compare (``next_crossing``), with
+        the fractions they divide by: every node with a share, and such siblings pair by pair.
+        Worked out on first use: only a tick plan asks, and a wide project has many pairs."""
+        if self._compared is None:
+            fraction = self._fraction
+            entitled = [(n, fraction[n]) for n in self._nodes if fraction[n] > 0]
+            rivals = []
+            for parent in [ROOT, *self._nodes]:
+                kids = [(k, fraction[k]) for k in self._children[parent] if fraction[k] > 0]
+                for i, (a, fa) in enumerate(kids):
+                    rivals += [(a, fa, b, fb) for b, fb in kids[i + 1 :]]
+            self._compared = (entitled, rivals)
+        return self._compared
 
     def _preorder(self) -> list[str]:
         out, stack = [], [ROOT]

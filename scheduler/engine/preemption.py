@@ -329,7 +329,7 @@ class Reach:
         self.requester = requester
         self.allowed = self.kept = None
         self.allows = self.keeps = False
-        if lines is not None and lines.among.size:
+        if lines is not None:
             among = lines.among
             slots = lines.judged + 1  # one more, False, for the slot id -1 (no candidate)
             breaks = board.rules.movable(requester, lines, board.pair_gpus[among])
