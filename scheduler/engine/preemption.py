@@ -84,6 +84,20 @@ class Holdings:
             return math.inf
         return (self.held.get(node, 0) + change) / entitled
 
+    def number_as(self, index: dict[str, int]) -> None:
+        """Number the nodes as ``index`` does: a board's numbering, kept from pass to pass, so
+        that lines worked out in an earlier pass read the same nodes here (``Board.lines``)."""
+        held, fraction, healthy = self.held, self.fraction, self.healthy
+        self.index = index
+        self._held = np.array([held.get(p, 0) for p in index], dtype=np.int64)
+        self._entitled = np.array([fraction(p) * healthy for p in index], dtype=float)
+
+    def basis(self, nodes: tuple[str, ...]) -> tuple:
+        """What the final-share verdicts between ``nodes`` read of the holdings: the GPUs each
+        holds and the GPUs each is entitled to."""
+        held, fraction = self.held, self.fraction
+        return self.healthy, [held.get(p, 0) for p in nodes], [fraction(p) for p in nodes]
+
     def node(self, path: str) -> int:
         """The index of ``path`` in the arrays ``shares`` reads."""
         i = self.index.get(path)
@@ -111,19 +125,21 @@ def breaks_final_share(mine_after, theirs_after):
 class Lines:
     """For one requester budget, over the first ``judged`` pairs of a board: the pairs whose
     budget it outranks (``among``), and for each of those the branches that compete
-    (``Rules.branches``) as ``Holdings`` indexes. At saturation most requesters outrank
-    nobody."""
+    (``Rules.branches``) as ``Holdings`` indexes, those branches' paths once each in
+    ``nodes``. At saturation most requesters outrank nobody."""
 
     judged: int
     among: np.ndarray
     mine: np.ndarray
     theirs: np.ndarray
+    nodes: tuple[str, ...] = ()
 
     def extend(self, more: Lines) -> Lines:
         return Lines(self.judged + more.judged,
                      np.concatenate((self.among, more.among + self.judged)),
                      np.concatenate((self.mine, more.mine)),
-                     np.concatenate((self.theirs, more.theirs)))
+                     np.concatenate((self.theirs, more.theirs)),
+                     tuple(dict.fromkeys(self.nodes + more.nodes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,13 +198,21 @@ class Rules:
             board.rebase(floor, self)
         else:
             board = self._board = Board(floor, self)
+        self._number()
         return board
 
     @property
     def holdings(self) -> Holdings:
         if self._holdings is None:
             self._holdings = self._held()
+            self._number()
         return self._holdings
+
+    def _number(self) -> None:
+        """Number the holdings' nodes as the board does (``Holdings.number_as``)."""
+        holdings, board = self._holdings, self._board
+        if holdings is not None and board is not None and holdings.index is not board.nodes:
+            holdings.number_as(board.nodes)
 
     @property
     def kept_board(self) -> Board | None:
@@ -243,7 +267,8 @@ class Rules:
         pairs = [branches(requester.budget, budgets[i]) for i in among]
         return Lines(len(budgets), np.array(among, dtype=np.int64),
                      np.array([node(m) for m, _ in pairs], dtype=np.int64),
-                     np.array([node(t) for _, t in pairs], dtype=np.int64))
+                     np.array([node(t) for _, t in pairs], dtype=np.int64),
+                     tuple(dict.fromkeys(b for pair in pairs for b in pair)))
 
     def final_share_block(self, requester: Workload, runs: list[Run]) -> FinalShareBlock | None:
         """The first pair of sibling branches where moving ``runs``' GPUs to ``requester`` would
@@ -318,18 +343,27 @@ class Reach:
     it (outranked, refused), and ``refused``: whether a host has any. A host worth a close
     look has ``open`` enough; a host that only ``bound`` makes look enough is where the
     requester learns why it may not preempt (``Rules.blocked``).
+
+    It holds while the lines it was worked out on and what they read of the holdings stay the
+    same (``holds``), in this pass or a later one, and catches up with the rows the board
+    remakes when it is read again (``catch_up``).
     """
 
-    __slots__ = ("requester", "allowed", "kept", "allows", "keeps", "open", "bound", "refused")
+    __slots__ = ("requester", "allowed", "kept", "allows", "keeps", "open", "bound", "refused",
+                 "lines", "holdings", "version", "basis", "synced")
 
     def __init__(self, board: Board, requester: Workload | None = None,
                  lines: Lines | None = None):
         """Without a requester and its ``lines``: what any requester that outranks nobody, as
         most at saturation, could take, whatever the holdings (``Board.nobody``)."""
-        self.requester = requester
+        self.requester, self.lines = requester, lines
+        self.synced = board.remade_count  # the board's rows remade when this reach read them
         self.allowed = self.kept = None
         self.allows = self.keeps = False
         if lines is not None:
+            holdings = board.rules.holdings
+            self.holdings, self.version = holdings, holdings.version
+            self.basis = holdings.basis(lines.nodes)
             among = lines.among
             slots = lines.judged + 1  # one more, False, for the slot id -1 (no candidate)
             breaks = board.rules.movable(requester, lines, board.pair_gpus[among])
@@ -349,14 +383,38 @@ class Reach:
             self.bound = self.open + np.where(kept_here, board.gpus, 0).sum(axis=1)
             self.refused = kept_here.any(axis=1)
 
-    def patch(self, i: int, within: int, ids: np.ndarray, gpus: np.ndarray) -> None:
-        """Bring host ``i``'s entries up to date; a row read from the board already is."""
+    def holds(self, lines: Lines, holdings: Holdings) -> bool:
+        """Whether this reach still tells what its requester's budget and size may take, by
+        ``lines`` and ``holdings``: the final-share verdicts read only the GPUs the branches of
+        the lines hold and are entitled to."""
+        if lines is not self.lines:
+            return False
+        if holdings is self.holdings and holdings.version == self.version:
+            return True
+        if holdings.basis(lines.nodes) != self.basis:
+            return False
+        self.holdings, self.version = holdings, holdings.version
+        return True
+
+    def catch_up(self, board: Board) -> bool:
+        """Bring the entries of the rows the board remade since this reach last read it up to
+        date, at once (a row read from the board itself already is); False when the board
+        has let go of the list of those rows."""
+        since = self.synced - board.remade_before
+        if since < 0:
+            return False
+        self.synced = board.remade_count
+        if since == len(board.remade) or not (self.allows or self.keeps):
+            return True
+        rows = np.array(board.remade[since:], dtype=np.int64)
+        ids, gpus = board.pair[rows], board.gpus[rows]
         if self.allows:
-            self.open[i] = within + int(np.where(self.allowed[ids], gpus, 0).sum())
+            self.open[rows] = board.within[rows] + np.where(self.allowed[ids], gpus, 0).sum(axis=1)
         if self.keeps:
             kept = self.kept[ids]
-            self.bound[i] = self.open[i] + int(np.where(kept, gpus, 0).sum())
-            self.refused[i] = kept.any()
+            self.bound[rows] = self.open[rows] + np.where(kept, gpus, 0).sum(axis=1)
+            self.refused[rows] = kept.any(axis=1)
+        return True
 
     def takes(self, run: Run, board: Board) -> bool:
         """Whether the requester may displace ``run``, a candidate (``Board.options_at``: not
@@ -437,9 +495,11 @@ class Board:
         self.pair_id: dict[tuple[str, int], int] = {}
         self.pair_budget: list[str] = []  # by pair id
         self.pair_gpus = np.zeros(0, dtype=np.int64)
-        self._lines: dict[str, Lines] = {}  # by requester budget, for the pairs so far
-        # by (requester budget, GPUs, holdings version): one version at a time is kept
-        self._reaches: dict[tuple, Reach] = {}
+        # by requester budget, for the pairs so far, while who outranks whom stays the same
+        self._lines: dict[str, Lines] = {}
+        self.nodes: dict[str, int] = {}  # how the holdings number the branches lines name
+        self._reaches: dict[tuple[str, int], Reach] = {}  # by requester budget and GPUs
+        self.numbered = 0  # pairs when they were last numbered again (``_forget_pairs``)
         # hosts without runs keep their size free; the others' rows are made one by one
         self.size = np.array(sizes, dtype=np.int64)
         self.base = self.size.copy()  # free or being released
@@ -471,8 +531,6 @@ class Board:
         """Bring a board an earlier pass left to this pass's ``floor`` and ``rules``."""
         self.floor, self.rules, self.now = floor, rules, rules.now
         self._options.clear()
-        self._lines.clear()  # who outranks whom is this pass's standing
-        self._reaches.clear()
         stale, self.touched = self.touched, set()
         self._keep_recent_verdicts(rules)
         free, runs, releasing = floor.free, floor.runs, floor.releasing
@@ -497,15 +555,20 @@ class Board:
         self.over = np.array(by_pair + [0.0])[self.pair].max(axis=1)
 
     def _keep_recent_verdicts(self, rules: Rules) -> None:
-        """Let go of the verdicts of ``finds_nothing`` made before the last pass, or under
-        another order of who outranks whom, and of the rows remade before the rest."""
+        """Let go of the verdicts of ``finds_nothing`` made before the last pass and of the
+        reaches not read since, and of the rows remade before what is left read them; under
+        another order of who outranks whom, of every verdict and of the lines and reaches."""
         order = _order(rules)
         if order != self.order:
             self.order = order
             self.nothing.clear()
+            self._lines.clear()
+            self._reaches.clear()
         recent = self.remade_then
         self.nothing = {b: v for b, v in self.nothing.items() if v[1] >= recent}
-        first = min((v[1] for v in self.nothing.values()), default=self.remade_count)
+        self._reaches = {k: r for k, r in self._reaches.items() if r.synced >= recent}
+        first = min([v[1] for v in self.nothing.values()]
+                    + [r.synced for r in self._reaches.values()], default=self.remade_count)
         del self.remade[:first - self.remade_before]
         self.remade_before = first
         self.remade_then = self.remade_count
@@ -538,8 +601,10 @@ class Board:
         if known is None or g < known[0]:
             return False
         outranks, hosts, candidates = self.rules.outranks, self.hosts, self.candidates
-        looked_at = set(self.remade[known[1] - self.remade_before:]) | known[2]
-        for i in looked_at - self._closed(ends):
+        until = self.until  # in step with the floor's held hosts: the search synced the board
+        for i in set(self.remade[known[1] - self.remade_before:]) | known[2]:
+            if until[i] < ends:
+                continue  # held for a reservation that starts before this search is done
             size = int(self.size[i])
             need = size if whole else g
             if size < need:
@@ -559,12 +624,18 @@ class Board:
                          if until < ends and h in row)
 
     def _forget_pairs(self) -> None:
-        """Number again only the pairs some host still has: each requester's ``Lines`` and
-        ``Reach`` are worked out per pair."""
+        """Number again only the pairs some host still has, once pairs have been added since
+        the last time: each requester's ``Lines`` and ``Reach`` are worked out per pair, and
+        kept while the numbering stays."""
+        if len(self.pair_budget) <= self.numbered:
+            return
         used = np.flatnonzero(np.bincount(self.pair.ravel() + 1,
                                           minlength=len(self.pair_budget) + 1)[1:])
+        self.numbered = len(used)
         if len(used) == len(self.pair_budget):
             return
+        self._lines.clear()
+        self._reaches.clear()
         renumber = np.full(len(self.pair_budget) + 1, -1, dtype=np.int64)  # -1 stays -1
         renumber[used] = np.arange(len(used))
         self.pair = renumber[self.pair]
@@ -674,22 +745,19 @@ class Board:
         pad = width - len(ids)
         self.pair[i] = ids + [-1] * pad
         self.gpus[i] = gpus + [0] * pad
-        for reach in self._reaches.values():
-            reach.patch(i, within, self.pair[i], self.gpus[i])
         self.remade.append(i)
 
     def reach(self, requester: Workload) -> Reach:
         """What each host could offer ``requester`` (``Reach``). Kept per requester budget and
-        size while the holdings stay the same, and patched per refreshed host; the same for
-        every requester that outranks nobody (``nobody``)."""
+        size while it holds (``Reach.holds``), and brought up to the rows remade since it was
+        last read (``Reach.catch_up``); the same for every requester that outranks nobody
+        (``nobody``)."""
         lines = self.lines(requester)
         if not lines.among.size:
             return self.nobody
-        key = (requester.budget, requester.gpus, self.rules.holdings.version)
+        key = (requester.budget, requester.gpus)
         reach = self._reaches.get(key)
-        if reach is None:
-            if self._reaches and next(iter(self._reaches))[2] != key[2]:
-                self._reaches.clear()  # judged on holdings that have moved since
+        if reach is None or not (reach.holds(lines, self.rules.holdings) and reach.catch_up(self)):
             reach = self._reaches[key] = Reach(self, requester, lines)
         return reach
 

@@ -345,6 +345,59 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
     _drive(case, rng, 400.0, decide)
 
 
+def _held_by(case, running):
+    """What each budget holds with unsignalled allocated runs, as a pass counts it."""
+    from scheduler.engine.preemption import Holdings
+
+    state, tree, _ = case
+    holdings = Holdings(tree.fraction, sum(h.gpus for h in state.hosts
+                                           if h.state != HostState.DOWN))
+    for run in running:
+        if run.workload.min_runtime > 0 and run.signalled_at is None:
+            holdings.add(run.workload.budget, run.gpus)
+    return holdings
+
+
+def _reach_reads(board, w):
+    reach = board.reach(w)
+    return reach.open.tolist(), reach.bound.tolist(), reach.refused.tolist()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended(), st.randoms(use_true_random=False))
+def test_a_reach_kept_from_earlier_passes_reads_as_one_made_afresh(case, rng):
+    """What each host offers a requester, kept on the board from pass to pass and while the
+    holdings move within one, is what a board made afresh offers it."""
+    from scheduler.engine import EngineMemo
+    from scheduler.engine.fairshare import Standing
+    from scheduler.engine.preemption import Board, Rules
+
+    state, tree, params = case
+    memo = EngineMemo()
+
+    def decide(now, running, pending, usage):
+        memo.plan.update(state.hosts, running)
+        floor = memo.plan.floor()
+
+        def rules():
+            return Rules(Standing(tree, usage, state.capacity), params, now,
+                         _held_by(case, running), memo.board)
+
+        kept = rules()
+        if memo.board is not None and memo.board.follows(floor, kept):
+            board, fresh = kept.board(floor), Board(memo.plan.floor(), rules())
+            allocated = [w for w in pending if w.min_runtime > 0]
+            for moved in rng.sample(allocated, min(3, len(allocated))):
+                for w in allocated:
+                    assert _reach_reads(board, w) == _reach_reads(fresh, w)
+                kept.holdings.add(moved.budget, moved.gpus)  # as a pass moves them
+                fresh.rules.holdings.add(moved.budget, moved.gpus)
+        return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
+                                     state.capacity, memo=memo), tree, params)
+
+    _drive(case, rng, 400.0, decide)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contended(), st.randoms(use_true_random=False))
 def test_a_kept_board_says_a_search_finds_nothing_only_where_a_fresh_one_finds_nothing(case, rng):
