@@ -773,8 +773,8 @@ def _order(rules: Rules) -> tuple:
     """Who outranks whom as ``Rules.outranks`` reads the standing: the Fair Tree order, and
     which nodes are over the threshold of over-use (a budget the tree does not know always
     is)."""
-    standing, threshold = rules.standing, rules.threshold
-    return tuple(standing.position), tuple(r > threshold for r in standing.ratios.values())
+    standing = rules.standing
+    return tuple(standing.position), tuple(map(rules.threshold.__lt__, standing.ratios.values()))
 
 
 def _cheapest(options: list[tuple[tuple, int, Run]], need: int) -> tuple[tuple, list[Run]] | None:
