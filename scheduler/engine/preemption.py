@@ -601,7 +601,7 @@ class Board:
         if known is None or g < known[0]:
             return False
         outranks, hosts, candidates = self.rules.outranks, self.hosts, self.candidates
-        until = self.until  # in step with the floor's held hosts: the search synced the board
+        until = self.until  # the rows ``_closed`` gives, one at a time
         for i in set(self.remade[known[1] - self.remade_before:]) | known[2]:
             if until[i] < ends:
                 continue  # held for a reservation that starts before this search is done
@@ -618,10 +618,9 @@ class Board:
         return True
 
     def _closed(self, ends: float) -> frozenset[int]:
-        """The rows of held hosts whose reservation starts before ``ends``."""
-        row = self.row
-        return frozenset(row[h] for h, until in self.floor.held.items()
-                         if until < ends and h in row)
+        """The rows of held hosts whose reservation starts before ``ends``, as ``finds_nothing``
+        reads them: by ``until``, in step with the floor once a search has synced the board."""
+        return frozenset(np.flatnonzero(self.until < ends).tolist())
 
     def _forget_pairs(self) -> None:
         """Number again only the pairs some host still has, once pairs have been added since
