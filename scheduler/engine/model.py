@@ -480,9 +480,10 @@ class Pass:
         * stopped a run and requeued its work: requeued work joins only the next pass, unless
           the walk found it would only wait there (``requeued_wait``);
         * changed a claim so that the next pass may decide more (``claims_open_room``,
-          ``_Walk._claim``): gave one back (its GPUs are free for work walked before it); made
-          or started on one after a reservation that, tried again on the floor the pass
-          leaves, comes out otherwise (``_Walk.reservations_move``); made one whose GPUs are
+          ``_Walk._claim``): gave one back where work walked before it, or another claim,
+          may use its GPUs (``_Walk.gives_back_room``); gave one back, made or started on one,
+          or backfilled held hosts, after a reservation that, tried again on the floor the
+          pass leaves, comes out otherwise (``_Walk.reservations_move``); made one whose GPUs are
           all free already (the next pass starts on them), whose victims release more than it
           claims (work walked before it may claim the rest), one a victim without grace
           period makes way for (the next pass stops it), or one beside a claim carried from

@@ -600,22 +600,36 @@ class Board:
         known, whole = self.nothing.get(kind), kind[1]
         if known is None or g < known[0]:
             return False
-        outranks, hosts, candidates = self.rules.outranks, self.hosts, self.candidates
-        until = self.until  # the rows ``_closed`` gives, one at a time
+        until, offers = self.until, self._offers  # the rows ``_closed`` gives, one at a time
         for i in set(self.remade[known[1] - self.remade_before:]) | known[2]:
-            if until[i] < ends:
-                continue  # held for a reservation that starts before this search is done
-            size = int(self.size[i])
-            need = size if whole else g
-            if size < need:
-                continue
-            offer = int(self.within[i])  # unallocated runs' GPUs are in it
-            for run, gpus in candidates.get(hosts[i], ()):
-                if run.workload.min_runtime > 0 and outranks(requester, run.workload.budget):
-                    offer += gpus
-            if offer >= need:
+            # held for a reservation that starts before this search is done, or too little
+            if until[i] >= ends and offers(i, requester, whole):
                 return False
         return True
+
+    def offers(self, requester: Workload, host: str, unallocated: int) -> bool:
+        """Whether ``host`` offers a search for ``requester`` the GPUs it needs there, with
+        no reservation in its way, counting ``unallocated`` GPUs more of unallocated runs
+        started there since the floor was made (the floor does not list them as runs): a
+        search that found no victims while it did not may find some once it does."""
+        return self._offers(self.row[host], requester, requester.gpus > self.floor.largest,
+                            unallocated)
+
+    def _offers(self, i: int, requester: Workload, whole: bool, unallocated: int = 0) -> bool:
+        """Whether row ``i`` offers ``requester`` what it needs on one host: the GPUs it
+        asks for, or every GPU of the host for a request on whole hosts (``victims_for``),
+        counting GPUs free, being released, of unallocated runs, and of candidates of budgets
+        it outranks."""
+        size = int(self.size[i])
+        need = size if whole else requester.gpus
+        if size < need:
+            return False
+        offer = int(self.within[i]) + unallocated  # unallocated runs' GPUs are in it
+        outranks = self.rules.outranks
+        for run, gpus in self.candidates.get(self.hosts[i], ()):
+            if run.workload.min_runtime > 0 and outranks(requester, run.workload.budget):
+                offer += gpus
+        return offer >= need
 
     def _closed(self, ends: float) -> frozenset[int]:
         """The rows of held hosts whose reservation starts before ``ends``, as ``finds_nothing``

@@ -194,7 +194,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     if walk.standing_if_any is not None:
         out.ratios = dict(walk.standing_if_any.ratios)
     out.lifts_share_block = walk.lifts_share_block()
-    out.claims_open_room = walk.claims_open_room or walk.reservations_move()
+    out.claims_open_room = (walk.claims_open_room or walk.gives_back_room()
+                            or walk.reservations_move())
     out.requeued_wait = walk.requeued_wait()
     walk.keep_board()
     if memo is not None:
@@ -398,11 +399,15 @@ class _Walk:
         self.gained: set[str] = set()
         # a claim this pass changed may let the next pass decide more (``Pass.claims_open_room``)
         self.claims_open_room = False
+        # the hosts of claims given back, and ``nofit`` when the last was (``gives_back_room``)
+        self.given_back: set[str] = set()
+        self.nofit_given_back = math.inf
         # the standing the walk's order was ranked by (``fairshare.order_key``), if any
         self.ranked_by: Standing | None = None
         # each reservation tried so far, made or not (``_hold``): the requester and its hosts
         self.hold_tries: list[tuple[Workload, tuple[list[str], float, bool] | None]] = []
-        self.claims_after_hold = False  # a claim changed after a reservation was tried
+        # a claim changed, or work backfilled held hosts, after a reservation was tried
+        self.changed_after_hold = False
         # a carried claim was made at this very instant: the next pass takes a claim made now
         # before it or after it by where its claimant walks (``take_claims``), and the two may
         # set aside other GPUs than in this pass
@@ -790,13 +795,12 @@ class _Walk:
         if claimed is not None and claimed.ready:
             # a reservation tried before counted these GPUs as nobody's, the next pass counts
             # them as a run's that ends when expected (``reservations_move``)
-            self.claims_after_hold |= bool(self.hold_tries)
+            self.changed_after_hold |= bool(self.hold_tries)
             self._start(w, claimed.placement(), counted=True, note="; on the GPUs it claimed")
             return
         placement = self._fit(w)
         if placement is not None:
             if claimed is not None:  # it fits elsewhere now: its claim is free for others
-                self.claims_open_room = True  # GPUs free now that work walked earlier may use
                 self._give_back(claimed)
             self._start(w, placement, counted=claimed is not None)
             return
@@ -850,8 +854,14 @@ class _Walk:
             self.claimants[w.budget] = key
 
     def _give_back(self, claimed: _Claimed) -> None:
+        """Free the GPUs of a claim whose claimant fits elsewhere: work walked after it finds
+        them free, work walked before it only in the next pass (``gives_back_room``), and a
+        reservation tried before counted them as claimed (``reservations_move``)."""
         for host, free, releasing in claimed.taken:
             self.floor.unclaim(host, free, releasing)
+            self.given_back.add(host)
+        self.nofit_given_back = self.nofit
+        self.changed_after_hold |= bool(self.hold_tries)
 
     def _wait_on_claim(self, w: Workload, claimed: _Claimed) -> None:
         claim = claimed.claim
@@ -943,6 +953,7 @@ class _Walk:
             why = f"started on {hosts} ({self.policy})"
         if backfill:
             why += f"; backfilled, out of the way before the reservation for {self.holders[0]}"
+            self.changed_after_hold = True  # in time, but the held hosts are no longer as free
         if self.policy == "quota" and w.min_runtime > 0:
             self.in_use[w.budget] = self.in_use.get(w.budget, 0) + w.gpus
         if w.min_runtime > 0 and not counted:
@@ -1048,8 +1059,10 @@ class _Walk:
         """Whether a reservation this pass tried would come out otherwise on the floor as the
         pass leaves it, which is what the next pass at this instant tries it on: the same
         requesters try in the same order, and the first that holds hosts is the last to try.
-        Only a claim changed after the first try can make it so (``claims_after_hold``)."""
-        if not self.claims_after_hold:
+        Only a claim changed after the first try can make it so, or work that backfilled the
+        held hosts: it is out of the way in time, but other hosts may now free as soon and
+        be chosen instead (``changed_after_hold``)."""
+        if not self.changed_after_hold:
             return False
         for w, made in self.hold_tries:
             if self._reservation(w, ()) != made:
@@ -1057,6 +1070,41 @@ class _Walk:
             if made is not None:
                 return False
         return False
+
+    def gives_back_room(self) -> bool:
+        """Whether the GPUs of claims given back may be room for work walked before them, as
+        the floor the pass leaves them on is the floor the next pass at this instant walks
+        that work on (``Pass.claims_open_room``). Every workload walked before the last
+        give-back that did not start is at least ``nofit`` then (fits only grow with the
+        size), so none fits if that size does not; and each search that found no victims or
+        was refused (``_searched``) can come out otherwise only on a host given back that now
+        offers it enough, unallocated work started there since counted: every other host
+        offers no more than when it was made, since the rest of a walk takes GPUs and only
+        give-backs free them. A held host given back may
+        have room for backfill that work walked before could not find, and a claim waiting
+        for GPUs being released on a host given back may be set aside free GPUs there, free
+        or set aside for a claim made later (the next pass sets aside the free GPUs first,
+        and for the oldest claims first, ``take_claims``)."""
+        hosts = self.given_back
+        if not hosts:
+            return False
+        floor = self.floor
+        if not hosts.isdisjoint(floor.held):
+            return True
+        waiting = [self.claimed[c.workload_id] for c in self.out.claims]
+        free = {h for h in hosts if floor.free[h]}
+        free.update(h for c in waiting for h, indices, _ in c.taken if indices and h in hosts)
+        if any(not c.ready and any(h in free for h, *_ in c.taken) for c in waiting):
+            return True
+        if self.nofit_given_back < math.inf and place(self.nofit_given_back, floor) is not None:
+            return True
+        if not self._searched:
+            return False
+        board = self.rules.board(floor)
+        started = {h: sum(len(indices) for run, indices in self.started.get(h, ())
+                          if run.workload.min_runtime <= 0) for h in hosts}
+        return any(board.offers(_stand_in(budget, g), host, started[host])
+                   for budget, g, _ in self._searched for host in hosts)
 
     def lifts_share_block(self) -> bool:
         """Whether the GPUs this pass moved between branches may be what a final-share block
@@ -1138,7 +1186,7 @@ class _Walk:
         self.claims_open_room |= claimed.ready or self.claimed_now or any(
             self.params.grace_for(run.workload) <= 0 or any(map(releasing.get, run.placement.hosts))
             for run in victims.runs)
-        self.claims_after_hold |= bool(self.hold_tries)
+        self.changed_after_hold |= bool(self.hold_tries)
         where = " ".join(victims.hosts)
         if victims.runs:
             why = (

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from test_pass_properties import scenarios
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_pass_properties import contended, scenarios
 
 from scheduler.engine import (
+    PASSES_PER_INSTANT,
     BudgetTree,
     Claim,
     ClusterState,
@@ -65,20 +67,52 @@ def apply(state: ClusterState, result: Pass) -> ClusterState:
 CHANGES = (Start, Preempt, Stop, HostDrained)
 
 
+def _to_end_of_instant(state: ClusterState, tree: BudgetTree, params: Params
+                       ) -> tuple[ClusterState, Pass] | None:
+    """The state after the passes the drivers run at ``state.now``, and the last of them; None
+    when they would still open room after the drivers' limit (the next tick takes over)."""
+    for _ in range(PASSES_PER_INSTANT):
+        result = schedule(state, tree, params)
+        state = apply(state, result)
+        if not result.opens_room:
+            return state, result
+    return None
+
+
+def _decides_nothing_after(settled: tuple[ClusterState, Pass], tree: BudgetTree,
+                           params: Params) -> None:
+    state, last = settled
+    again = schedule(state, tree, params)
+    assert [d for d in again.decisions if isinstance(d, CHANGES)] == []
+    assert again.claims == last.claims
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_a_pass_that_opens_no_room_is_followed_by_one_that_decides_nothing(case):
     state, tree, params = case
-    for _ in range(6):  # to the end of the instant, as the drivers run it
-        first = schedule(state, tree, params)
-        state = apply(state, first)
-        if not first.opens_room:
-            break
-    else:
-        return  # still opening room after the drivers' limit: the next tick takes over
-    second = schedule(state, tree, params)
-    assert [d for d in second.decisions if isinstance(d, CHANGES)] == []
-    assert second.claims == first.claims
+    settled = _to_end_of_instant(state, tree, params)
+    assume(settled is not None)
+    _decides_nothing_after(settled, tree, params)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended(), st.data())
+def test_claims_carried_to_an_instant_where_runs_ended_settle_as_well(case, data):
+    """Claims made at one instant are carried to one where some runs have ended: claimants
+    that fit elsewhere then give their claims back to work walked before them, and to other
+    claims on the same hosts."""
+    state, tree, params = case
+    settled = _to_end_of_instant(state, tree, params)
+    assume(settled is not None and settled[0].claims)
+    state = settled[0]
+    ended = [r for r in state.running if r.signalled_at is None and data.draw(st.booleans())]
+    later = ClusterState(state.now + 10.0, state.hosts,
+                         [r for r in state.running if r not in ended], state.pending,
+                         state.usage, state.capacity, state.claims)
+    settled = _to_end_of_instant(later, tree, params)
+    assume(settled is not None)
+    _decides_nothing_after(settled, tree, params)
 
 
 def _host(name: str = "h0") -> Host:
@@ -180,17 +214,77 @@ def test_victims_releasing_more_than_their_claimant_claims_open_room_to_claim_th
                                                                  ("r", (("h0", 1),))]
 
 
-def test_a_claim_given_back_opens_room():
-    """w1's claim on h0 waits for GPUs being released; h1 is free now, so w1 starts there and
-    gives h0's GPUs back to work walked before it."""
-    leaving = Run(_workload("u1", "b", 8, min_runtime=0.0), NOW - 100,
-                  Placement((("h0", tuple(range(8))),)), NOW - 100, signalled_at=NOW - 10)
-    state = ClusterState(NOW, [_host("h0"), _host("h1")], [leaving], [_workload("w1", "a", 8)],
-                         claims=[Claim("w1", (("h0", 8),), (), NOW - 10)])
+def _claim_given_back(*pending: Workload, leaving: int = 8) -> ClusterState:
+    """w1 (4 GPUs) carries a claim on h0, where ``leaving`` GPUs are being released and any
+    others are a protected run's; h1 (4 GPUs) is free now, so w1 starts there and gives its
+    claim back. h2's protected run ends soonest, before h0's GPUs are released."""
+    runs = [Run(_workload("u1", "b", leaving, min_runtime=0.0), NOW - 100,
+                Placement((("h0", tuple(range(leaving))),)), NOW - 100, signalled_at=NOW - 10),
+            Run(replace(_workload("q1", "b", 8), duration=110.0), NOW - 100,
+                Placement((("h2", tuple(range(8))),)), NOW + 10)]
+    if leaving < 8:
+        runs.append(Run(_workload("p1", "b", 8 - leaving), NOW - 100,
+                        Placement((("h0", tuple(range(leaving, 8))),)), NOW + 500))
+    return ClusterState(NOW, [_host("h0"), Host("h1", 4), _host("h2")], runs,
+                        [*pending, _workload("w1", "a", 4)],
+                        claims=[Claim("w1", (("h0", 4),), (), NOW - 10)])
+
+
+def test_a_claim_given_back_opens_room_to_work_walked_before_it_that_may_claim_it():
+    """w0 (8 GPUs, submitted first) finds only 4 GPUs of h0 open to a search, the others
+    claimed, and holds h2; once w1 gives them back, h0 offers it all 8 (and h2 is still
+    free first: the reservation stays)."""
+    state = _claim_given_back(replace(_workload("w0", "a", 8), submitted=0.0))
+    first = schedule(state, SQUATTED, Params())
+    assert [(d.workload.id, d.placement.hosts) for d in first.of(Start)] == [("w1", ("h1",))]
+    assert [(d.workload.id, d.hosts) for d in first.of(Hold)] == [("w0", ("h2",))]
+    assert first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [(c.workload_id, c.gpus) for c in second.claims] == [("w0", (("h0", 8),))]
+
+
+def test_a_claim_given_back_with_nobody_walked_before_it_opens_no_room():
+    state = _claim_given_back()
     first = schedule(state, SQUATTED, Params())
     assert [(d.workload.id, d.placement.hosts) for d in first.of(Start)] == [("w1", ("h1",))]
     assert first.claims == []
+    assert not first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == second.claims == []
+
+
+def test_a_claim_given_back_too_small_for_work_walked_before_it_opens_no_room():
+    """h0's other 4 GPUs are a protected run's: given back, it offers w0 4 of the 8 it needs,
+    and h2, which w0 holds, is still free first."""
+    state = _claim_given_back(replace(_workload("w0", "a", 8), submitted=0.0), leaving=4)
+    first = schedule(state, SQUATTED, Params())
+    assert [(d.workload.id, d.placement.hosts) for d in first.of(Start)] == [("w1", ("h1",))]
+    assert [(d.workload.id, d.hosts) for d in first.of(Hold)] == [("w0", ("h2",))]
+    assert not first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [d for d in second.decisions if isinstance(d, CHANGES)] == second.claims == []
+
+
+def test_work_backfilled_on_held_hosts_that_moves_the_reservation_opens_room():
+    """big (16 GPUs) holds group g0, where h0 is free now and h1 frees at +300 s, over g1,
+    where both hosts free at +250 s; small backfills h0 until +300 s, in time, and leaves
+    g1 the group that frees sooner: the next pass holds it instead."""
+    def protected(wid: str, host: str, until: float) -> Run:
+        return Run(_workload(wid, "b", 8), NOW - 100, Placement(((host, tuple(range(8))),)), until)
+
+    hosts = [Host(name, 8, group=group)
+             for name, group in (("h0", "g0"), ("h1", "g0"), ("h2", "g1"), ("h3", "g1"))]
+    runs = [protected("p1", "h1", NOW + 300), protected("p2", "h2", NOW + 250),
+            protected("p3", "h3", NOW + 250)]
+    big = replace(_workload("big", "a", 16), submitted=0.0)
+    small = replace(_workload("small", "a", 8, min_runtime=300.0), submitted=1.0)
+    state = ClusterState(NOW, hosts, runs, [big, small], {"a": 0.0, "b": 5e5}, 1e6)
+    first = schedule(state, SQUATTED, Params())
+    assert [d.hosts for d in first.of(Hold)] == [("h0", "h1")]
+    assert [d.placement.hosts for d in first.of(Start)] == [("h0",)]
     assert first.opens_room
+    second = schedule(apply(state, first), SQUATTED, Params())
+    assert [d.hosts for d in second.of(Hold)] == [("h2", "h3")]
 
 
 def test_a_claim_made_beside_one_carried_from_the_same_instant_opens_room():
