@@ -505,6 +505,7 @@ class Board:
         self.base = self.size.copy()  # free or being released
         self.within = self.size.copy()  # base + GPUs of unallocated runs
         self.until = np.full(n, math.inf)  # when a held host's reservation starts; inf if not
+        self.held_rows: dict[int, float] = {}  # the rows of ``until`` that are not inf
         self.over = np.zeros(n)  # most over-used candidate ratio on the host
         width = max([len(r) for r in floor.runs.values()] + [1])
         self.pair = np.full((n, width), -1, dtype=np.int64)  # candidates, by pair id
@@ -634,7 +635,7 @@ class Board:
     def _closed(self, ends: float) -> frozenset[int]:
         """The rows of held hosts whose reservation starts before ``ends``, as ``finds_nothing``
         reads them: by ``until``, in step with the floor once a search has synced the board."""
-        return frozenset(np.flatnonzero(self.until < ends).tolist())
+        return frozenset([i for i, until in self.held_rows.items() if until < ends])
 
     def _forget_pairs(self) -> None:
         """Number again only the pairs some host still has, once pairs have been added since
@@ -749,7 +750,11 @@ class Board:
             return  # not available in this pass
         base, within, over, ids, gpus = self._summarize(host)
         self.base[i], self.within[i], self.over[i] = base, within, over
-        self.until[i] = self.floor.held.get(host, math.inf)
+        until = self.until[i] = self.floor.held.get(host, math.inf)
+        if until < math.inf:
+            self.held_rows[i] = until
+        else:
+            self.held_rows.pop(i, None)
         width = self.pair.shape[1]
         if len(ids) > width:
             extra, width = len(ids) - width, len(ids)
