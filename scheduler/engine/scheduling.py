@@ -1072,19 +1072,21 @@ class _Walk:
         return False
 
     def gives_back_room(self) -> bool:
-        """Whether the GPUs of claims given back may be room for work walked before them, as
-        the floor the pass leaves them on is the floor the next pass at this instant walks
-        that work on (``Pass.claims_open_room``). Every workload walked before the last
-        give-back that did not start is at least ``nofit`` then (fits only grow with the
-        size), so none fits if that size does not; and each search that found no victims or
-        was refused (``_searched``) can come out otherwise only on a host given back that now
-        offers it enough, unallocated work started there since counted: every other host
-        offers no more than when it was made, since the rest of a walk takes GPUs and only
-        give-backs free them. A held host given back may
-        have room for backfill that work walked before could not find, and a claim waiting
-        for GPUs being released on a host given back may be set aside free GPUs there, free
-        or set aside for a claim made later (the next pass sets aside the free GPUs first,
-        and for the oldest claims first, ``take_claims``)."""
+        """Whether the GPUs of claims given back may be room for work walked before them, or
+        for other claims (``Pass.claims_open_room``): the floor the pass leaves is the floor
+        the next pass at this instant walks that work on. They may be when
+
+        * a host given back is held: its room for backfill grew;
+        * a claim waiting for GPUs being released on a host given back may be set aside free
+          GPUs there, free now or set aside for a claim made later in the pass (the next pass
+          sets aside free GPUs first, and for the oldest claims first, ``take_claims``);
+        * the smallest size that did not fit when the last claim was given back (``nofit``)
+          fits now: every workload walked before it that did not start is at least that large,
+          and a size that does not fit leaves no larger one room;
+        * a host given back offers enough to a search that found no victims or was refused
+          (``_searched``), counting unallocated work started there since: every other host
+          offers no more than when the search was made, since the rest of a walk takes GPUs
+          and only give-backs free them."""
         hosts = self.given_back
         if not hosts:
             return False
