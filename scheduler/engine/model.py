@@ -416,8 +416,9 @@ class Pass:
     waits: dict[str, Wait] = field(default_factory=dict)  # why each waiting workload waits
     claims: list[Claim] = field(default_factory=list)  # to hand to the next pass
     # the queue as the pass considered it (``order``): its ids, or copies of the queue's lines
-    # (``consider_in``), listed only when a driver asks: the simulator never does, and a list
-    # of every id of a long queue would be what a pass that decides nothing costs most
+    # (``consider_in``), listed only when a driver asks: a list of every id of a long queue
+    # would be what a pass that decides nothing costs most. A fair-share pass leaves it empty
+    # for a driver that reads none (``EngineMemo.reads_order``: the simulator)
     _order: list[str] = field(default_factory=list)
     _lines: list[list[Workload]] | None = None
     ratios: dict[str, float] = field(default_factory=dict)  # node path -> usage / entitlement

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -98,9 +99,12 @@ class EngineMemo:
     """
 
     __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "reached",
-                 "release_times", "board", "quiet", "settled")
+                 "release_times", "board", "quiet", "settled", "reads_order")
 
-    def __init__(self) -> None:
+    def __init__(self, reads_order: bool = True) -> None:
+        # whether the driver reads ``Pass.order`` of a fair-share pass: the simulator does not,
+        # and copying the lines of a long queue for it is what grows with the queue in a pass
+        self.reads_order = reads_order
         self.plan = FloorPlan()
         self.partitioning: Partitioning | None = None  # the ``partitions`` policy's groups
         self.parts: dict[str, EngineMemo] = {}  # one memo per partition
@@ -154,7 +158,7 @@ class EngineMemo:
         """The memo of one partition's passes, made on first use."""
         memo = self.parts.get(group)
         if memo is None:
-            memo = self.parts[group] = EngineMemo()
+            memo = self.parts[group] = EngineMemo(self.reads_order)
         return memo
 
 
@@ -181,7 +185,8 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         if queue.allocated_budgets > 1:
             walk.standing_if_any = walk.ranked_by = Standing(tree, state.usage, state.capacity)
         segments = queue.segments(walk.standing_if_any)
-        out.consider_in(line for _, line in segments)
+        if memo is None or memo.reads_order:
+            out.consider_in(line for _, line in segments)
         walk.run_leaves(queue, segments, tails={} if kept_queue else None)
     elif kept_queue and policy.line:
         walk.run_line(state.pending, memo)
@@ -691,9 +696,14 @@ class _Walk:
         """Give ``line[start:]`` the waits ``_settled`` would give them: named in ``tails``
         when a driver keeps the queue and every workload of a size has the same, else in
         ``Pass.waits``."""
-        by_size, blocks = self._left_waits(leaf, queue.spans(leaf))
+        spans = queue.spans(leaf)
+        by_size, blocks = self._left_waits(leaf, spans)
         if blocks:
-            self.blocked_budgets.add(leaf)
+            # a block kept back the line's work only if some of it is left: sizes all walked
+            # already had their own turn (the line holds, in ``spans``, all of each size)
+            walked = Counter(w.gpus for w in line[:start])
+            if any(len(spans[g]) > walked[g] for g in blocks):
+                self.blocked_budgets.add(leaf)
         out = self.out.waits
         if by_size is None:  # each workload's own, as the walk would give it
             for w in line[start:]:

@@ -368,8 +368,9 @@ class Simulator:
         self.hosts = [Host(h.name, h.gpus, h.group) for h in cluster.hosts]
         self.host_by_name = {h.name: h for h in self.hosts}
         self.host_index = {h.name: i for i, h in enumerate(self.hosts)}
-        # the engine's picture of hosts and runs, carried from one pass to the next
-        self.memo = EngineMemo()
+        # the engine's picture of hosts and runs, carried from one pass to the next (it reads
+        # no pass's order: the jobs' reasons are its record)
+        self.memo = EngineMemo(reads_order=False)
         # under ``partitions`` a workload's contract is checked against its group's hosts
         self.partitioning = (self.memo.partitions(self.hosts)
                              if policy_of(self.params.policy).partitioned else None)

@@ -516,6 +516,26 @@ def test_a_pass_on_a_kept_queue_decides_exactly_what_a_pass_on_a_list_decides(ca
     assert kept.waits == listed.waits
 
 
+@SETTINGS
+@given(contended())
+def test_a_driver_that_reads_no_order_gets_the_same_pass_without_one(case):
+    """The simulator's memo reads no ``Pass.order``: a fair-share pass on its kept queue
+    decides what a pass that lists the order decides, and lists none."""
+    from dataclasses import replace
+
+    from scheduler.engine.pending import PendingQueue
+    from scheduler.engine.scheduling import EngineMemo
+
+    state, tree, params = case
+    listing = schedule(replace(state, pending=PendingQueue(state.pending), memo=EngineMemo()),
+                       tree, params)
+    silent = schedule(replace(state, pending=PendingQueue(state.pending),
+                              memo=EngineMemo(reads_order=False)), tree, params)
+    _decide_alike(silent, listing)
+    assert silent.waits == listing.waits
+    assert silent.order == [] and len(listing.order) == len(state.pending)
+
+
 def strict(case):
     """The same case under strict FIFO: a long line behind a head that cannot start."""
     from dataclasses import replace

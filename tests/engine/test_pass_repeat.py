@@ -154,6 +154,7 @@ def _squatted() -> ClusterState:
 
 SQUATTED = BudgetTree.from_shares({"a": 1, "b": 1})
 CLAIMS = BudgetTree.from_shares({"a": 1, "b": 1, "c": 1})
+CLAIMS_B = BudgetTree.from_shares({"b0": 1, "b1": 1, "b2": 1})
 
 
 def test_a_claim_whose_victim_keeps_its_gpus_for_a_grace_period_opens_no_room():
@@ -285,6 +286,34 @@ def test_work_backfilled_on_held_hosts_that_moves_the_reservation_opens_room():
     assert first.opens_room
     second = schedule(apply(state, first), SQUATTED, Params())
     assert [d.hosts for d in second.of(Hold)] == [("h2", "h3")]
+
+
+def test_a_final_share_block_on_a_size_whose_work_all_had_its_turn_lifts_nothing():
+    """b0's line is left once it can do nothing more; the search its 1-GPU requests would make
+    there is refused, but both had their turn (one started, the other claimed GPUs). A walk
+    that considers every workload finds no block, and neither may one that leaves the line
+    early."""
+    def run(wid: str, budget: str, host: str, gpus: tuple[int, ...], min_runtime: float = 0.0,
+            protected_for: float = -100.0, started: float = NOW - 100) -> Run:
+        w = replace(_workload(wid, budget, len(gpus), min_runtime), resumable=False)
+        return Run(w, started, Placement(((host, gpus),)), NOW + protected_for)
+
+    runs = [run("r0", "b0", "h0", (0,)), run("r1", "b0", "h0", tuple(range(1, 8))),
+            run("r3", "b1", "h1", (1, 2), 600.0, -400.0, NOW - 1000),
+            run("r4", "b0", "h1", (3, 4, 5, 6)), run("r5", "b0", "h1", (7,)),
+            run("r6", "b0", "h2", tuple(range(8)), 600.0, 500.0),
+            run("r7", "b0", "h3", (0, 1)), run("r8", "b0", "h3", (2, 3), 600.0, 500.0),
+            run("r9", "b0", "h3", (4, 5, 6, 7), 600.0, 500.0)]
+    pending = [replace(_workload(wid, budget, gpus), submitted=0.0, resumable=False)
+               for wid, budget, gpus in (("w0", "b0", 1), ("w1", "b2", 1), ("w2", "b0", 2),
+                                         ("w3", "b0", 4), ("w4", "b0", 16), ("w5", "b0", 4),
+                                         ("w13", "b0", 1), ("w14", "b1", 1))]
+    state = ClusterState(NOW, [_host(f"h{i}") for i in range(4)], runs, pending,
+                         {"b0": 0.0, "b1": 5e5, "b2": 0.0}, 1e6)
+    result = schedule(state, CLAIMS_B, Params())
+    assert [d.workload.id for d in result.of(Hold)] == ["w4"]
+    assert _kept_back(result) == []
+    assert not result.lifts_share_block
 
 
 def test_a_claim_made_beside_one_carried_from_the_same_instant_opens_room():
