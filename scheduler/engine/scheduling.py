@@ -695,15 +695,14 @@ class _Walk:
     ) -> None:
         """Give ``line[start:]`` the waits ``_settled`` would give them: named in ``tails``
         when a driver keeps the queue and every workload of a size has the same, else in
-        ``Pass.waits``."""
+        ``Pass.waits``. Only the sizes some of it has are judged: the others had their turn."""
         spans = queue.spans(leaf)
+        if start:
+            walked = Counter(w.gpus for w in line[:start])  # ``spans`` has all of each size
+            spans = {g: of_size for g, of_size in spans.items() if len(of_size) > walked[g]}
         by_size, blocks = self._left_waits(leaf, spans)
         if blocks:
-            # a block kept back the line's work only if some of it is left: sizes all walked
-            # already had their own turn (the line holds, in ``spans``, all of each size)
-            walked = Counter(w.gpus for w in line[:start])
-            if any(len(spans[g]) > walked[g] for g in blocks):
-                self.blocked_budgets.add(leaf)
+            self.blocked_budgets.add(leaf)
         out = self.out.waits
         if by_size is None:  # each workload's own, as the walk would give it
             for w in line[start:]:
@@ -1115,8 +1114,9 @@ class _Walk:
         board = self.rules.board(floor)
         started = {h: sum(len(indices) for run, indices in self.started.get(h, ())
                           if run.workload.min_runtime <= 0) for h in hosts}
+        searched = {(budget, g) for budget, g, _ in self._searched}  # each opening's alike here
         return any(board.offers(_stand_in(budget, g), host, started[host])
-                   for budget, g, _ in self._searched for host in hosts)
+                   for budget, g in searched for host in hosts)
 
     def lifts_share_block(self) -> bool:
         """Whether the GPUs this pass moved between branches may be what a final-share block
