@@ -40,6 +40,9 @@ class FloorPlan:
         self.states: list[HostState] = []
         self.known: set[Run] = set()
         self.signalled: set[Run] = set()
+        # budget -> GPUs its unsignalled allocated runs hold, on any host: what the final-share
+        # rule counts (``Holdings``), followed run by run instead of counted in every pass
+        self.holding: dict[str, int] = {}
 
     def update(self, hosts: list[Host], running: list[Run]) -> None:
         # map/set operations run in C: a few passes over the runs, no Python loop per run
@@ -59,17 +62,22 @@ class FloorPlan:
         gone, new = known - current, current - known
         for run in gone:
             self._remove(run, run in was)
+            self._count(run, 0 if run in was else -1)
         for run in new:
             self._add(run, run in signalled)
+            self._count(run, 0 if run in signalled else 1)
         for run in (signalled ^ was) - gone - new:
             self._remove(run, run in was)
             self._add(run, run in signalled)
+            self._count(run, -1 if run in signalled else 1)
         self.known, self.signalled = current, signalled
 
     def _rebuild(self, hosts: list[Host], running: list[Run], states: list[HostState]) -> None:
         available = HostState.AVAILABLE
         self.hosts, self.states = hosts, states
         self.size = {h.name: h.gpus for h in hosts if h.state == available}
+        # the GPUs shares are worked out of: draining hosts still count, as their work does
+        self.healthy = sum(h.gpus for h in hosts if h.state in (available, HostState.DRAINING))
         self.group = {h.name: h.group for h in hosts}
         # the single-host threshold is a property of the cluster, not of today's health
         self.largest = max((h.gpus for h in hosts), default=0)
@@ -80,6 +88,9 @@ class FloorPlan:
         self.known = set(running)
         self.signalled = {r for r in running if r.signalled_at is not None}
         self.draining = {h.name: h for h in hosts if h.state == HostState.DRAINING}
+        self.holding = {}
+        for run in running:
+            self._count(run, 0 if run.signalled_at is not None else 1)
         size = self.size
         for run in running:
             for host, indices in run.placement.slots:
@@ -97,6 +108,18 @@ class FloorPlan:
         for n, taken in self.used.items():
             self.free[n] = [i for i in self.full[size[n]] if i not in taken]
             self._file(n)
+
+    def _count(self, run: Run, change: int) -> None:
+        """Count ``run``'s GPUs in or out (``change`` 1 or -1) of its budget's ``holding``, if it
+        is allocated."""
+        if not change or run.workload.min_runtime <= 0:
+            return
+        budget = run.workload.budget
+        held = self.holding.get(budget, 0) + change * run.gpus
+        if held:
+            self.holding[budget] = held
+        else:
+            del self.holding[budget]
 
     def _file(self, host: str) -> None:
         n = len(self.free[host])

@@ -73,6 +73,7 @@ from .wording import quantity
 _id_of = attrgetter("id")
 _signalled_at = attrgetter("signalled_at")
 _state_of = attrgetter("state")
+_gpus_of = attrgetter("gpus")
 _NEVER = (math.inf, math.inf)  # no request of the budget has failed to find victims yet
 _STAND_IN = "\0stand-in"  # the workload id of a victim search made ahead of its turn
 
@@ -173,7 +174,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
     out = Pass()
     stopped = _end_grace(state, params, plan, floor, out)
     _drain(state, plan, floor, stopped, out)
-    walk = _Walk(state, tree, params, None, floor, stopped, out, memo)
+    walk = _Walk(state, tree, params, None, plan, floor, stopped, out, memo)
     walk.take_claims(state.claims)
     # a driver keeping its queue and memo takes waits named in bulk (``Pass.behind``, ``rest``)
     kept_queue = memo is not None and isinstance(state.pending, PendingQueue)
@@ -348,6 +349,7 @@ class _Walk:
         tree: BudgetTree,
         params: Params,
         standing: Standing | None,
+        plan: FloorPlan,
         floor: Floor,
         stopped: set[int],
         out: Pass,
@@ -361,6 +363,7 @@ class _Walk:
         self.strict = policy_of(params.policy).strict
         self.standing_if_any = standing
         self._rules: Rules | None = None
+        self.plan = plan  # what ``floor`` was made from
         self.floor = floor
         self.out = out
         self.memo = memo  # kept by a driver across the passes of this cluster, if any
@@ -452,15 +455,13 @@ class _Walk:
     def _held(self) -> Holdings:
         """What each branch holds now: unsignalled allocated runs (a run preempted in this
         pass is signalled by then), claims, and every GPU this pass moved so far."""
-        healthy = sum(h.gpus for h in self.state.hosts if h.state in _HEALTHY)
-        holdings = Holdings(self.tree.fraction, healthy)
+        holdings = Holdings(self.tree.fraction, self.plan.healthy)
+        per_budget = dict(self.plan.holding)  # summed first: a budget's ancestors are walked once
         # drained runs leave before the walk; the walk's own preemptions are among the moves
-        drained = {id(d.run) for d in self.out.of(Preempt) if d.for_workload_id is None}
-        per_budget: dict[str, int] = {}  # summed first: a budget's ancestors are walked once
-        for run in self.state.running:
-            if run.workload.min_runtime > 0 and run.signalled_at is None and id(run) not in drained:
-                budget = run.workload.budget
-                per_budget[budget] = per_budget.get(budget, 0) + run.gpus
+        for d in self.out.of(Preempt):
+            run = d.run
+            if d.for_workload_id is None and run.workload.min_runtime > 0:
+                per_budget[run.workload.budget] -= run.gpus
         for budget, gpus in per_budget.items():
             holdings.add(budget, gpus)
         for leaf, gpus in self._moves:
@@ -697,8 +698,8 @@ class _Walk:
         when a driver keeps the queue and every workload of a size has the same, else in
         ``Pass.waits``. Only the sizes some of it has are judged: the others had their turn."""
         spans = queue.spans(leaf)
-        if start:
-            walked = Counter(w.gpus for w in line[:start])  # ``spans`` has all of each size
+        if start:  # ``spans`` has every workload of each size
+            walked = Counter(map(_gpus_of, islice(line, start)))
             spans = {g: of_size for g, of_size in spans.items() if len(of_size) > walked[g]}
         by_size, blocks = self._left_waits(leaf, spans)
         if blocks:
@@ -1434,7 +1435,6 @@ class _Walk:
         return Wait(why, blocker, hosts, None)
 
 
-_HEALTHY = (HostState.AVAILABLE, HostState.DRAINING)
 
 
 def _span(seconds: float) -> str:

@@ -102,3 +102,41 @@ def test_gpus_scattered_over_hosts_are_no_room():
     used = {"h0": set(range(5)), "h1": set(range(5))}  # 6 free in all, 3 on each
     assert not may_fit(4, cluster, used) and may_fit(3, cluster, used)
     assert not may_fit(16, cluster, {"h0": set(), "h1": {0}})  # one host not whole
+
+
+# each of 8 runs on its own GPUs of 4 hosts: (budget, GPUs, allocated)
+_RUNS = [("a/a1", 3, True), ("a/a1", 5, True), ("b/b1", 2, True), ("b/b1", 4, False),
+         ("a/a2", 7, True), ("b/b1", 1, True), ("a/a2", 6, False), ("a/a1", 2, True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from(range(len(_RUNS))), max_size=8),
+                          st.lists(st.booleans(), min_size=8, max_size=8),
+                          st.sampled_from([HostState.AVAILABLE, HostState.DRAINING,
+                                           HostState.DOWN])),
+                min_size=1, max_size=8))
+def test_a_kept_plan_counts_the_gpus_each_budget_holds_as_a_count_of_its_runs(steps):
+    """A ``FloorPlan`` kept across passes follows what each budget's unsignalled allocated runs
+    hold (``holding``) and the healthy GPUs, whatever starts, ends, is signalled or changes host
+    state between passes."""
+    from scheduler.engine.placement import FloorPlan
+
+    runs = []
+    for i, (budget, gpus, allocated) in enumerate(_RUNS):
+        w = job(f"r{i}", budget, gpus=gpus, min_runtime=3600.0 if allocated else 0.0)
+        runs.append(run(w, f"h{i // 2}", range(8 - gpus, 8) if i % 2 else range(gpus)))
+    plan = FloorPlan()
+    cluster = hosts(4)
+    for present, signals, h0_state in steps:
+        for r, signalled in zip(runs, signals, strict=True):
+            r.signalled_at = 1.0 if signalled else None
+        if h0_state != cluster[0].state:
+            cluster = [replace(cluster[0], state=h0_state), *cluster[1:]]
+        running = [runs[i] for i in sorted(set(present))]
+        plan.update(cluster, running)
+        expected: dict[str, int] = {}
+        for r in running:
+            if r.signalled_at is None and r.workload.min_runtime > 0:
+                expected[r.workload.budget] = expected.get(r.workload.budget, 0) + r.gpus
+        assert plan.holding == expected
+        assert plan.healthy == (24 if h0_state == HostState.DOWN else 32)
