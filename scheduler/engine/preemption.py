@@ -506,7 +506,7 @@ class Board:
         self.within = self.size.copy()  # base + GPUs of unallocated runs
         self.until = np.full(n, math.inf)  # when a held host's reservation starts; inf if not
         self.held_rows: dict[int, float] = {}  # the rows of ``until`` that are not inf
-        self.over = np.zeros(n)  # most over-used candidate ratio on the host
+        self.over: np.ndarray | None = np.zeros(n)  # ``most_over_used``
         width = max([len(r) for r in floor.runs.values()] + [1])
         self.pair = np.full((n, width), -1, dtype=np.int64)  # candidates, by pair id
         self.gpus = np.zeros((n, width), dtype=np.int64)  # their GPUs on the host
@@ -551,9 +551,7 @@ class Board:
             self._refresh(host)
         self.sync()  # hosts this pass changed already
         self._forget_pairs()
-        # every host's most over-used candidate by this pass's ratios; -1 (no candidate) reads 0
-        by_pair = list(map(rules.over_use, self.pair_budget))
-        self.over = np.array(by_pair + [0.0])[self.pair].max(axis=1)
+        self.over = None  # by this pass's ratios, once a search reads it (``most_over_used``)
 
     def _keep_recent_verdicts(self, rules: Rules) -> None:
         """Let go of the verdicts of ``finds_nothing`` made before the last pass and of the
@@ -749,7 +747,9 @@ class Board:
         if i is None:
             return  # not available in this pass
         base, within, over, ids, gpus = self._summarize(host)
-        self.base[i], self.within[i], self.over[i] = base, within, over
+        self.base[i], self.within[i] = base, within
+        if self.over is not None:
+            self.over[i] = over
         until = self.until[i] = self.floor.held.get(host, math.inf)
         if until < math.inf:
             self.held_rows[i] = until
@@ -764,6 +764,15 @@ class Board:
         self.pair[i] = ids + [-1] * pad
         self.gpus[i] = gpus + [0] * pad
         self.remade.append(i)
+
+    def most_over_used(self) -> np.ndarray:
+        """Each host's most over-used candidate's ratio (``Rules.over_use``), 0 without one:
+        worked out for all hosts when a pass first reads it (half the passes at saturation
+        search for no victims), and kept in step with the rows after."""
+        if self.over is None:
+            by_pair = list(map(self.rules.over_use, self.pair_budget))
+            self.over = np.array(by_pair + [0.0])[self.pair].max(axis=1)  # -1 reads 0
+        return self.over
 
     def reach(self, requester: Workload) -> Reach:
         """What each host could offer ``requester`` (``Reach``). Kept per requester budget and
@@ -850,7 +859,7 @@ def _on_one_host(requester: Workload, board: Board, ends: float) -> Victims | No
     lowest = np.maximum(0, g - board.within[rows])  # allocated GPUs it must cost at least
     # look at hosts in order of the cheapest they could possibly be (most over-used first on
     # ties) and stop once no later host can beat the best set found
-    order = np.lexsort((rows, -board.over[rows], need, lowest)).tolist()
+    order = np.lexsort((rows, -board.most_over_used()[rows], need, lowest)).tolist()
     short = (reach.open[rows] < g).tolist()
     rows, need, lowest = rows.tolist(), need.tolist(), lowest.tolist()
     best: tuple | None = None

@@ -316,7 +316,7 @@ def _board_reads(board):
         pairs = sorted((board.pair_budget[p], int(board.pair_gpus[p]), g) for p, g in row if p >= 0)
         options = [(cost, n, r.workload.id, r.number) for cost, n, r in board.options_at(host)]
         reads[host] = (int(board.base[i]), int(board.within[i]), float(board.until[i]),
-                       float(board.over[i]), pairs, options, board.emptiable_at(host))
+                       float(board.most_over_used()[i]), pairs, options, board.emptiable_at(host))
     return reads
 
 
