@@ -62,10 +62,12 @@ class FloorPlan:
         gone, new = known - current, current - known
         for run in gone:
             self._remove(run, run in was)
-            self._count(run, 0 if run in was else -1)
+            if run not in was:
+                self._count(run, -1)
         for run in new:
             self._add(run, run in signalled)
-            self._count(run, 0 if run in signalled else 1)
+            if run not in signalled:
+                self._count(run, 1)
         for run in (signalled ^ was) - gone - new:
             self._remove(run, run in was)
             self._add(run, run in signalled)
@@ -76,8 +78,6 @@ class FloorPlan:
         available = HostState.AVAILABLE
         self.hosts, self.states = hosts, states
         self.size = {h.name: h.gpus for h in hosts if h.state == available}
-        # the GPUs shares are worked out of: draining hosts still count, as their work does
-        self.healthy = sum(h.gpus for h in hosts if h.state in (available, HostState.DRAINING))
         self.group = {h.name: h.group for h in hosts}
         # the single-host threshold is a property of the cluster, not of today's health
         self.largest = max((h.gpus for h in hosts), default=0)
@@ -88,11 +88,13 @@ class FloorPlan:
         self.known = set(running)
         self.signalled = {r for r in running if r.signalled_at is not None}
         self.draining = {h.name: h for h in hosts if h.state == HostState.DRAINING}
+        # the GPUs shares are worked out of: draining hosts still count, as their work does
+        self.healthy = sum(self.size.values()) + sum(h.gpus for h in self.draining.values())
         self.holding = {}
-        for run in running:
-            self._count(run, 0 if run.signalled_at is not None else 1)
         size = self.size
         for run in running:
+            if run.signalled_at is None:
+                self._count(run, 1)
             for host, indices in run.placement.slots:
                 if host in size:
                     self.used.setdefault(host, set()).update(indices)
@@ -112,7 +114,7 @@ class FloorPlan:
     def _count(self, run: Run, change: int) -> None:
         """Count ``run``'s GPUs in or out (``change`` 1 or -1) of its budget's ``holding``, if it
         is allocated."""
-        if not change or run.workload.min_runtime <= 0:
+        if run.workload.min_runtime <= 0:
             return
         budget = run.workload.budget
         held = self.holding.get(budget, 0) + change * run.gpus

@@ -1435,8 +1435,6 @@ class _Walk:
         return Wait(why, blocker, hosts, None)
 
 
-
-
 def _span(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 120:
