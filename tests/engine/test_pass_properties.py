@@ -233,16 +233,20 @@ def _walked_with(case, **methods):
 
 
 def _drive(case, rng, step_s: float, decide) -> None:
-    """Drive several passes like a driver would: ``decide(now, running, pending, usage)`` makes
-    each pass, and what it decides is applied (start, signal, stop); between passes runs
-    finish, hosts change state and budgets cross their entitlement as usage moves."""
+    """Drive several passes like a driver would: ``decide(now, running, pending, usage, claims)``
+    makes each pass, and what it decides is applied (start, signal, stop) and its claims are
+    carried to the next; between passes runs finish, hosts change state and budgets cross
+    their entitlement as usage moves."""
     from scheduler.engine import Hold, HostDrained
 
     state = case[0]
     running, pending, usage = list(state.running), list(state.pending), dict(state.usage)
+    claims = list(state.claims)
     for step in range(5):
         now = state.now + step_s * step
-        for d in decide(now, running, pending, usage).decisions:
+        result = decide(now, running, pending, usage, claims)
+        claims = result.claims  # carried to the next pass, as a driver does
+        for d in result.decisions:
             if isinstance(d, Start):
                 running.append(Run(d.workload, now, d.placement, now + d.workload.min_runtime))
                 pending.remove(d.workload)
@@ -269,11 +273,11 @@ def _drive_with_and_without_memo(case, rng, step_s: float) -> None:
     state, tree, params = case
     memo = EngineMemo()
 
-    def decide(now, running, pending, usage):
-        fresh = ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity)
-        again = ClusterState(
-            now, state.hosts, list(running), list(pending), usage, state.capacity, memo=memo
-        )
+    def decide(now, running, pending, usage, claims):
+        fresh = ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity,
+                             claims)
+        again = ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity,
+                             claims, memo=memo)
         expected = schedule(fresh, tree, params)
         _decide_alike(schedule(again, tree, params), expected)
         return expected
@@ -331,7 +335,7 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
     state, tree, params = case
     memo = EngineMemo()
 
-    def decide(now, running, pending, usage):
+    def decide(now, running, pending, usage, claims):
         memo.plan.update(state.hosts, running)
         floor = memo.plan.floor()
         rules = _rules_at(case, now, usage)
@@ -340,7 +344,7 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
             kept.rebase(floor, rules)
             assert _board_reads(kept) == _board_reads(Board(memo.plan.floor(), rules))
         return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
-                                     state.capacity, memo=memo), tree, params)
+                                     state.capacity, claims, memo=memo), tree, params)
 
     _drive(case, rng, 400.0, decide)
 
@@ -375,7 +379,7 @@ def test_a_reach_kept_from_earlier_passes_reads_as_one_made_afresh(case, rng):
     state, tree, params = case
     memo = EngineMemo()
 
-    def decide(now, running, pending, usage):
+    def decide(now, running, pending, usage, claims):
         memo.plan.update(state.hosts, running)
         floor = memo.plan.floor()
 
@@ -393,7 +397,7 @@ def test_a_reach_kept_from_earlier_passes_reads_as_one_made_afresh(case, rng):
                 kept.holdings.add(moved.budget, moved.gpus)  # as a pass moves them
                 fresh.rules.holdings.add(moved.budget, moved.gpus)
         return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
-                                     state.capacity, memo=memo), tree, params)
+                                     state.capacity, claims, memo=memo), tree, params)
 
     _drive(case, rng, 400.0, decide)
 
@@ -410,7 +414,7 @@ def test_a_kept_board_says_a_search_finds_nothing_only_where_a_fresh_one_finds_n
     state, tree, params = case
     memo = EngineMemo()
 
-    def decide(now, running, pending, usage):
+    def decide(now, running, pending, usage, claims):
         memo.plan.update(state.hosts, running)
 
         def rules():
@@ -432,7 +436,7 @@ def test_a_kept_board_says_a_search_finds_nothing_only_where_a_fresh_one_finds_n
                         assert victims_for(w, fresh, afresh, ends) is None
                         assert w.id not in afresh.blocked
         return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
-                                     state.capacity, memo=memo), tree, params)
+                                     state.capacity, claims, memo=memo), tree, params)
 
     _drive(case, rng, 400.0, decide)
 
