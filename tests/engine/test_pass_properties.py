@@ -232,6 +232,13 @@ def _walked_with(case, **methods):
         return schedule(state, tree, params)
 
 
+def _state_at(case, now, running, pending, usage, claims, memo=None) -> ClusterState:
+    """The state a driver hands a pass of ``case`` at ``now``, with its claims carried."""
+    state = case[0]
+    return ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity,
+                        claims, memo=memo)
+
+
 def _drive(case, rng, step_s: float, decide) -> None:
     """Drive several passes like a driver would: ``decide(now, running, pending, usage, claims)``
     makes each pass, and what it decides is applied (start, signal, stop) and its claims are
@@ -270,15 +277,12 @@ def _drive_with_and_without_memo(case, rng, step_s: float) -> None:
     reasons."""
     from scheduler.engine import EngineMemo
 
-    state, tree, params = case
+    _, tree, params = case
     memo = EngineMemo()
 
     def decide(now, running, pending, usage, claims):
-        fresh = ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity,
-                             claims)
-        again = ClusterState(now, state.hosts, list(running), list(pending), usage, state.capacity,
-                             claims, memo=memo)
-        expected = schedule(fresh, tree, params)
+        expected = schedule(_state_at(case, now, running, pending, usage, claims), tree, params)
+        again = _state_at(case, now, running, pending, usage, claims, memo)
         _decide_alike(schedule(again, tree, params), expected)
         return expected
 
@@ -343,8 +347,8 @@ def test_a_board_kept_from_the_last_pass_reads_as_one_made_afresh(case, rng):
         if kept is not None and kept.follows(floor, rules):
             kept.rebase(floor, rules)
             assert _board_reads(kept) == _board_reads(Board(memo.plan.floor(), rules))
-        return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
-                                     state.capacity, claims, memo=memo), tree, params)
+        return schedule(_state_at(case, now, running, pending, usage, claims, memo), tree,
+                        params)
 
     _drive(case, rng, 400.0, decide)
 
@@ -396,8 +400,8 @@ def test_a_reach_kept_from_earlier_passes_reads_as_one_made_afresh(case, rng):
                     assert _reach_reads(board, w) == _reach_reads(fresh, w)
                 kept.holdings.add(moved.budget, moved.gpus)  # as a pass moves them
                 fresh.rules.holdings.add(moved.budget, moved.gpus)
-        return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
-                                     state.capacity, claims, memo=memo), tree, params)
+        return schedule(_state_at(case, now, running, pending, usage, claims, memo), tree,
+                        params)
 
     _drive(case, rng, 400.0, decide)
 
@@ -435,8 +439,8 @@ def test_a_kept_board_says_a_search_finds_nothing_only_where_a_fresh_one_finds_n
                         afresh = rules()
                         assert victims_for(w, fresh, afresh, ends) is None
                         assert w.id not in afresh.blocked
-        return schedule(ClusterState(now, state.hosts, list(running), list(pending), usage,
-                                     state.capacity, claims, memo=memo), tree, params)
+        return schedule(_state_at(case, now, running, pending, usage, claims, memo), tree,
+                        params)
 
     _drive(case, rng, 400.0, decide)
 
