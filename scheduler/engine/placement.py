@@ -25,6 +25,25 @@ _state_of = attrgetter("state")
 _signalled_at = attrgetter("signalled_at")
 
 
+class RunLog:
+    """The runs a driver started, ended or signalled since the last pass read them, each with
+    whether it still runs: a driver that keeps its ``EngineMemo`` and tells it every such
+    change (``EngineMemo.log``) spares each pass comparing every run with the last pass's."""
+
+    __slots__ = ("changes",)
+
+    def __init__(self) -> None:
+        self.changes: dict[Run, bool] = {}
+
+    def note(self, run: Run, running: bool) -> None:
+        """``run`` started or was signalled (``running``), or ended."""
+        self.changes[run] = running
+
+    def take(self) -> dict[Run, bool]:
+        changes, self.changes = self.changes, {}
+        return changes
+
+
 class FloorPlan:
     """The AVAILABLE hosts' GPUs and the runs on them, as every pass starts from.
 
@@ -44,11 +63,17 @@ class FloorPlan:
         # rule counts (``Holdings``), followed run by run instead of counted in every pass
         self.holding: dict[str, int] = {}
 
-    def update(self, hosts: list[Host], running: list[Run]) -> None:
+    def update(self, hosts: list[Host], running: list[Run], log: RunLog | None = None) -> None:
+        """Bring the plan to ``hosts`` and ``running``: from what ``log`` says changed when the
+        driver keeps one, else by comparing every run with the last update's."""
         # map/set operations run in C: a few passes over the runs, no Python loop per run
         states = list(map(_state_of, hosts))
+        changed = log.take() if log is not None else None
         if hosts is not self.hosts or states != self.states:
             self._rebuild(hosts, running, states)
+            return
+        if changed is not None:
+            self._apply(changed)
             return
         current = set(running)  # runs hash by identity
         marks = list(map(_signalled_at, running))
@@ -73,6 +98,35 @@ class FloorPlan:
             self._add(run, run in signalled)
             self._count(run, -1 if run in signalled else 1)
         self.known, self.signalled = current, signalled
+
+    def _apply(self, changed: dict[Run, bool]) -> None:
+        """Each run of ``changed`` still running (True) or not: as the comparison of every run
+        in ``update`` would find, for the runs it would find changed."""
+        known, was = self.known, self.signalled
+        for run, present in changed.items():
+            signalled = present and run.signalled_at is not None
+            if run in known:
+                if not present:
+                    known.discard(run)
+                    self._remove(run, run in was)
+                    if run not in was:
+                        self._count(run, -1)
+                    was.discard(run)
+                elif signalled != (run in was):
+                    self._remove(run, not signalled)
+                    self._add(run, signalled)
+                    self._count(run, -1 if signalled else 1)
+                    if signalled:
+                        was.add(run)
+                    else:
+                        was.discard(run)
+            elif present:
+                known.add(run)
+                self._add(run, signalled)
+                if signalled:
+                    was.add(run)
+                else:
+                    self._count(run, 1)
 
     def _rebuild(self, hosts: list[Host], running: list[Run], states: list[HostState]) -> None:
         available = HostState.AVAILABLE
@@ -292,15 +346,58 @@ class Floor:
         return sum(len(self.free[h]) for h in hosts)
 
 
-def may_fit(gpus: int, hosts: list[Host], used: Mapping[str, Collection[int]]) -> bool:
-    """Whether ``place`` could find ``gpus`` GPUs with ``used`` taken on each host, as far as
-    free GPUs tell (no reservation counted): a host with that many free, or whole free hosts
-    enough for work larger than any host. GPUs scattered over hosts are no room."""
-    largest = max((h.gpus for h in hosts), default=0)
-    room = [(h.gpus, h.gpus - len(used[h.name])) for h in hosts if h.state == HostState.AVAILABLE]
-    if gpus <= largest:
-        return any(free >= gpus for _, free in room)
-    return sum(size for size, free in room if free == size) >= gpus
+class Room:
+    """The free GPUs of each AVAILABLE host, and how many hosts have each free count: what a
+    driver asks at every instant (``may_fit``), kept up to date as GPUs are taken and given
+    back instead of counted over every host each time."""
+
+    __slots__ = ("largest", "size", "free", "hosts_with", "whole", "total")
+
+    def __init__(self, hosts: Iterable[Host], used: Mapping[str, Collection[int]]) -> None:
+        hosts = list(hosts)
+        # the single-host threshold is a property of the cluster, as in ``FloorPlan``
+        self.largest = max((h.gpus for h in hosts), default=0)
+        self.size: dict[str, int] = {}
+        self.free: dict[str, int] = {}
+        self.hosts_with = [0] * (self.largest + 1)  # free count -> hosts with that many free
+        self.whole = 0  # GPUs of the hosts with every GPU free
+        self.total = 0  # free GPUs in all
+        for h in hosts:
+            if h.state == HostState.AVAILABLE:
+                self.open(h.name, h.gpus, h.gpus - len(used[h.name]))
+
+    def open(self, host: str, size: int, free: int) -> None:
+        """``host`` became AVAILABLE with ``free`` of its ``size`` GPUs free."""
+        self.size[host], self.free[host] = size, free
+        self._count(host, 1)
+
+    def close(self, host: str) -> None:
+        """``host`` is no longer AVAILABLE: its free GPUs are no room."""
+        self._count(host, -1)
+        del self.size[host], self.free[host]
+
+    def change(self, host: str, gpus: int) -> None:
+        """``gpus`` more GPUs of ``host`` are free (fewer when negative); nothing for a host
+        that is not AVAILABLE."""
+        if host in self.free:
+            self._count(host, -1)
+            self.free[host] += gpus
+            self._count(host, 1)
+
+    def _count(self, host: str, sign: int) -> None:
+        free = self.free[host]
+        self.hosts_with[free] += sign
+        self.total += sign * free
+        if free == self.size[host]:
+            self.whole += sign * free
+
+    def may_fit(self, gpus: int) -> bool:
+        """Whether ``place`` could find ``gpus`` GPUs, as far as free GPUs tell (no reservation
+        counted): a host with that many free, or whole free hosts enough for work larger than
+        any host. GPUs scattered over hosts are no room."""
+        if gpus <= self.largest:
+            return any(self.hosts_with[gpus:])
+        return self.whole >= gpus
 
 
 def place(gpus: int, floor: Floor, ends: float = math.inf) -> Placement | None:

@@ -57,7 +57,7 @@ from .model import (
 )
 from .partitions import Partitioning
 from .pending import PendingQueue, span
-from .placement import Floor, FloorPlan, choose_hosts, place
+from .placement import Floor, FloorPlan, RunLog, choose_hosts, place
 from .policies import PARTITION_POLICIES, PolicyError, policy_of, queue_order, submission_order
 from .preemption import (
     Board,
@@ -99,7 +99,7 @@ class EngineMemo:
     and lists every wait.
     """
 
-    __slots__ = ("plan", "partitioning", "parts", "queue", "taken", "reached",
+    __slots__ = ("plan", "log", "partitioning", "parts", "queue", "taken", "reached",
                  "release_times", "board", "quiet", "settled", "reads_order")
 
     def __init__(self, reads_order: bool = True) -> None:
@@ -107,6 +107,9 @@ class EngineMemo:
         # and copying the lines of a long queue for it is what grows with the queue in a pass
         self.reads_order = reads_order
         self.plan = FloorPlan()
+        # a driver that tells the memo every run it starts, ends or signals keeps a log here
+        # (the simulator): the floor plan then reads what changed from it
+        self.log: RunLog | None = None
         self.partitioning: Partitioning | None = None  # the ``partitions`` policy's groups
         self.parts: dict[str, EngineMemo] = {}  # one memo per partition
         # the kept queue a strict line's last pass walked, and its ``PendingQueue.taken`` then
@@ -169,7 +172,7 @@ def schedule(state: ClusterState, tree: BudgetTree, params: Params) -> Pass:
         return _schedule_partitions(state, tree, params)
     memo = state.memo if isinstance(state.memo, EngineMemo) else None
     plan = memo.plan if memo is not None else FloorPlan()
-    plan.update(state.hosts, state.running)
+    plan.update(state.hosts, state.running, memo.log if memo is not None else None)
     floor = plan.floor()
     out = Pass()
     stopped = _end_grace(state, params, plan, floor, out)

@@ -63,7 +63,7 @@ from .model import (
     Workload,
 )
 from .pending import PendingQueue
-from .placement import may_fit
+from .placement import Room, RunLog
 from .policies import PARTITION_POLICIES, POLICIES, policy_of, submission_order
 from .repairs import RepairFigure
 from .report import write_report
@@ -374,6 +374,9 @@ class Simulator:
         # under ``partitions`` a workload's contract is checked against its group's hosts
         self.partitioning = (self.memo.partitions(self.hosts)
                              if policy_of(self.params.policy).partitioned else None)
+        # every run started, ended or signalled, told to the memo's floor plan (partitions keep
+        # a floor plan each, which compares runs instead)
+        self.run_log = self.memo.log = RunLog() if self.partitioning is None else None
         # a strict policy's line: the fewest GPUs the first workload in line (of any partition)
         # needs; None when unknown (the queue changed since the last pass) or not strict
         self.line_needs: int | None = None
@@ -408,8 +411,8 @@ class Simulator:
         self.pending_gpus: Counter[int] = Counter()
         self.pending_allocated = 0
         self.used: dict[str, set[int]] = {h.name: set() for h in self.hosts}
-        self.free_avail = sum(h.gpus for h in self.hosts)
-        self.healthy_gpus = self.free_avail
+        self.room = Room(self.hosts, self.used)  # the free GPUs of AVAILABLE hosts
+        self.healthy_gpus = self.room.total
         self.events: list[tuple] = []
         self.seq = 0
         self.now = 0.0
@@ -523,13 +526,14 @@ class Simulator:
                 if i in used or i < 0 or i >= h.gpus:
                     raise SimulationError(f"engine assigned {host} GPU {i} twice ({w.id})")
                 used.add(i)
+            self.room.change(host, -len(idx))
         if d.placement.gpus != w.gpus:
             raise SimulationError(f"engine gave {w.id} {d.placement.gpus} GPUs, asked {w.gpus}")
         self._dequeue(w, now)
-        self.free_avail -= w.gpus
         rec.runs += 1
         run = Run(w, now, d.placement, now + w.min_runtime, None, rec.runs)
         self.running[w.id] = run
+        self._note(run, True)
         rr = RunRecord(w.id, rec.runs, now, None, w.gpus, " ".join(d.placement.hosts),
                        w.min_runtime > 0, run.protected_until, slots=d.placement.slots)
         self.run_records.append(rr)
@@ -553,9 +557,14 @@ class Simulator:
                 due = max(now + after + policy.period, run.protected_until)
                 self._push(due, _IDLE, w.id, rec.runs)
 
+    def _note(self, run: Run, running: bool) -> None:
+        if self.run_log is not None:
+            self.run_log.note(run, running)
+
     def _end_run(self, wid: str, now: float, end_reason: str) -> tuple[Run, JobRecord]:
         """Free a run's GPUs and close its record (kept as ``self.last_ended``)."""
         run = self.running.pop(wid)
+        self._note(run, False)
         rec = self.jobs[wid]
         rr = self.last_ended = self.run_rec.pop(wid)
         rr.end = now
@@ -569,8 +578,7 @@ class Simulator:
         for host, idx in run.placement.slots:
             used = self.used[host]
             used.difference_update(idx)
-            if self.host_by_name[host].state == HostState.AVAILABLE:
-                self.free_avail += len(idx)
+            self.room.change(host, len(idx))
         if w.min_runtime > 0:
             self.alloc_busy -= w.gpus
             self.ledger.set_rate(w.budget, now, -w.gpus)
@@ -622,6 +630,7 @@ class Simulator:
         if run.signalled_at is not None:
             raise SimulationError(f"engine preempted {wid} twice")
         run.signalled_at = now
+        self._note(run, True)
         if run.workload.min_runtime <= 0:
             self.unalloc_unsignalled -= 1
         rr = self.run_rec[wid]
@@ -673,11 +682,10 @@ class Simulator:
         host.state = state
         now_avail = state == HostState.AVAILABLE
         now_healthy = state in HEALTHY
-        free = host.gpus - len(self.used[host.name])
         if was_avail and not now_avail:
-            self.free_avail -= free
+            self.room.close(host.name)
         elif now_avail and not was_avail:
-            self.free_avail += free
+            self.room.open(host.name, host.gpus, host.gpus - len(self.used[host.name]))
         if was_healthy != now_healthy:
             delta = host.gpus if now_healthy else -host.gpus
             self.healthy_gpus += delta
@@ -819,10 +827,10 @@ class Simulator:
         if not self.pending:
             return False
         if self.line_needs is not None:  # a strict line moves only when its head fits
-            if self.free_avail < self.line_needs:
+            if self.room.total < self.line_needs:
                 return False
-            return self.line_head is None or may_fit(self.line_needs, self.hosts, self.used)
-        if self.free_avail >= min(self.pending_gpus):
+            return self.line_head is None or self.room.may_fit(self.line_needs)
+        if self.room.total >= min(self.pending_gpus):
             return True
         if self.params.policy != "fairshare" or not self.pending_allocated:
             return False
@@ -917,7 +925,7 @@ class Simulator:
     def _count_idle(self, seconds: float) -> None:
         """Charge ``seconds`` of the idle GPUs of available hosts to their cause, while
         allocated work waits (the state does not change between events)."""
-        idle = self.free_avail
+        idle = self.room.total
         if seconds <= 0 or idle <= 0 or not self.pending_allocated:
             return
         by_cause = self.idle_waiting_gpu_s
@@ -1029,10 +1037,10 @@ class Simulator:
         placement = Placement(r.slots)
         for host, idx in r.slots:
             self.used[host].update(idx)
-            if self.host_by_name[host].state == HostState.AVAILABLE:
-                self.free_avail -= len(idx)
+            self.room.change(host, -len(idx))
         run = Run(w, r.started, placement, r.protected_until, r.signalled_at, r.number)
         self.running[w.id] = run
+        self._note(run, True)
         rr = RunRecord(w.id, r.number, r.started, None, w.gpus, " ".join(placement.hosts),
                        w.allocated, r.protected_until, signalled_at=r.signalled_at,
                        slots=r.slots)
@@ -1083,7 +1091,7 @@ class Simulator:
             if t == math.inf:
                 break
             if i >= n and not self.running and not self.draining and (
-                not self.pending or self.free_avail == self.cluster.total_gpus
+                not self.pending or self.room.total == self.cluster.total_gpus
             ):
                 break  # idle, or what is left can never fit: only host failures would follow
             if until is not None and t > until:
