@@ -5,7 +5,8 @@ Allocated work is kept per budget leaf in submission order, unallocated work in 
 submission order. Inside a leaf that order never changes (``Workload.submitted`` is the
 original submission, kept on requeue), so ranking the queue for a pass is only ordering the
 leaves by Fair Tree rank and laying their lists end to end: O(leaves log leaves) when the
-standing changed, instead of sorting every pending workload in every pass.
+standing changed, instead of sorting every pending workload in every pass. The leaves' lists are
+made on first use: a policy that never ranks by budget pays nothing for them.
 
 Per leaf the queue also keeps what a pass needs to tell, without looking at each workload,
 that the rest of a leaf can neither start, preempt nor hold: the expected spans of its work
@@ -13,9 +14,10 @@ by size, sizes ascending (a search for fewer GPUs that found nothing spares the 
 It also keeps which workloads joined since the last pass, for a strict line.
 
 Under strict submission order (``fifo``) the queue is read lazily in that order
-(``by_submission``), so a pass over a long line costs its starts, not the line. Under FIFO with
-backfill (``fifo-backfill``) it is read per size, each size in submission order (``by_size``):
-what may happen to a waiting workload there depends only on its size and its span. Under static
+(``by_submission``), so a pass over a long line costs its starts, not the line; a head that
+starts is stepped over rather than copied out of the line. Under FIFO with backfill
+(``fifo-backfill``) it is read per size, each size in submission order (``by_size``): what may
+happen to a waiting workload there depends only on its size and its span. Under static
 partitions each group's work is a queue of its own (``by_group``), kept like this one.
 """
 
@@ -47,18 +49,23 @@ class PendingQueue:
     and ranked by ``ranked``. A driver keeps one across passes and tells it what joined and
     what left; ``schedule`` also accepts a plain list and ranks it once."""
 
-    __slots__ = ("_by_id", "_line", "_sizes", "_size_spans", "_leaves", "_unallocated",
-                 "_leaf_order", "_spans", "_joined", "taken", "_group_of", "_groups",
-                 "version")
+    __slots__ = ("_by_id", "_line", "_line_start", "_sizes", "_size_spans", "_leaves",
+                 "_unallocated", "_leaf_order", "_spans", "_joined", "taken", "_group_of",
+                 "_groups", "version")
 
     def __init__(self, workloads: Iterable[Workload] = ()) -> None:
         self._by_id: dict[str, Workload] = {}
         # all of it in submission order, kept from the first ``by_submission`` on (strict lines)
         self._line: list[Workload] | None = None
+        # where in it the line starts: a head that leaves is stepped over, not copied out of a
+        # long line, until the workloads gone make half of it
+        self._line_start = 0
         # size -> its work in submission order, kept from the first ``by_size`` on
         self._sizes: dict[int, list[Workload]] | None = None
         self._size_spans: dict[int, list[float]] = {}  # the ``span`` of each, in the same order
-        self._leaves: dict[str, list[Workload]] = {}  # allocated work of each leaf, in order
+        # allocated work of each leaf in order, and the unallocated work in order, kept from
+        # the first call that reads them on (a strict or size line never does)
+        self._leaves: dict[str, list[Workload]] | None = None
         self._unallocated: list[Workload] = []
         # (Fair Tree positions, leaves) the last leaf order was worked out from, and that order
         self._leaf_order: tuple[_Positions, frozenset[str], list[list[str]]] | None = None
@@ -72,23 +79,29 @@ class PendingQueue:
         # budget -> group, and each group's queue, kept from the first ``by_group`` on
         self._group_of: Callable[[str], str | None] | None = None
         self._groups: dict[str | None, PendingQueue] = {}
-        # a whole queue at once: appended, then each list sorted once (``add`` keeps them
-        # sorted one insertion at a time)
         for w in workloads:
             self._by_id[w.id] = w
-            line = w.budget if w.min_runtime > 0 else None
-            if line is not None:
-                self._leaves.setdefault(line, []).append(w)
-            else:
-                self._unallocated.append(w)
-            self._spans.setdefault(line, {}).setdefault(w.gpus, []).append(span(w))
             self._joined[w.id] = None
-        for line in (self._unallocated, *self._leaves.values()):
-            line.sort(key=submission_order)
-        for line, sizes in self._spans.items():
-            for spans in sizes.values():
-                spans.sort()
-            self._spans[line] = dict(sorted(sizes.items()))
+
+    def _lines(self) -> dict[str, list[Workload]]:
+        """The leaves' lines, made from the whole queue on first use (``add`` then keeps them
+        sorted one insertion at a time): appended, then each list sorted once."""
+        if self._leaves is None:
+            self._leaves = {}
+            for w in self._by_id.values():
+                line = w.budget if w.min_runtime > 0 else None
+                if line is not None:
+                    self._leaves.setdefault(line, []).append(w)
+                else:
+                    self._unallocated.append(w)
+                self._spans.setdefault(line, {}).setdefault(w.gpus, []).append(span(w))
+            for line in (self._unallocated, *self._leaves.values()):
+                line.sort(key=submission_order)
+            for line, sizes in self._spans.items():
+                for spans in sizes.values():
+                    spans.sort()
+                self._spans[line] = dict(sorted(sizes.items()))
+        return self._leaves
 
     def add(self, w: Workload) -> None:
         self._by_id[w.id] = w
@@ -96,12 +109,18 @@ class PendingQueue:
         if self._group_of is not None:
             self._group(w).add(w)
         if self._line is not None:
-            insort(self._line, w, key=submission_order)
+            insort(self._line, w, lo=self._line_start, key=submission_order)
         if self._sizes is not None:
             line = self._sizes.setdefault(w.gpus, [])
             at = bisect_right(line, submission_order(w), key=submission_order)
             line.insert(at, w)
             self._size_spans.setdefault(w.gpus, []).insert(at, span(w))
+        if self._leaves is not None:
+            self._file(w)
+        self._joined[w.id] = None
+
+    def _file(self, w: Workload) -> None:
+        """Add ``w`` to its leaf's line and spans."""
         line = w.budget if w.min_runtime > 0 else None
         if line is not None:
             insort(self._leaves.setdefault(line, []), w, key=submission_order)
@@ -114,7 +133,6 @@ class PendingQueue:
             if len(sizes) > 1 and w.gpus < max(sizes):
                 self._spans[line] = dict(sorted(sizes.items()))
         insort(spans, span(w))
-        self._joined[w.id] = None
 
     def remove(self, w: Workload) -> None:
         del self._by_id[w.id]
@@ -123,13 +141,27 @@ class PendingQueue:
             self._group(w).remove(w)
         line = self._line
         if line is not None:
-            del line[bisect_left(line, submission_order(w), key=submission_order)]
+            start = self._line_start
+            at = bisect_left(line, submission_order(w), lo=start, key=submission_order)
+            if at > start:
+                del line[at]
+            elif (start + 1) * 2 > len(line):
+                del line[:start + 1]
+                self._line_start = 0
+            else:
+                self._line_start = start + 1
         if self._sizes is not None:
             line = self._sizes[w.gpus]
             at = bisect_left(line, submission_order(w), key=submission_order)
             del line[at], self._size_spans[w.gpus][at]
             if not line:
                 del self._sizes[w.gpus], self._size_spans[w.gpus]
+        self._joined.pop(w.id, None)
+        if self._leaves is not None:
+            self._unfile(w)
+
+    def _unfile(self, w: Workload) -> None:
+        """Take ``w`` out of its leaf's line and spans."""
         leaf = w.budget if w.min_runtime > 0 else None
         line = self._leaves[leaf] if leaf is not None else self._unallocated
         del line[bisect_left(line, submission_order(w), key=submission_order)]
@@ -138,7 +170,6 @@ class PendingQueue:
         del spans[bisect_left(spans, span(w))]
         if not spans:
             del sizes[w.gpus]
-        self._joined.pop(w.id, None)
         if not line and leaf is not None:
             del self._leaves[leaf], self._spans[leaf]
 
@@ -157,17 +188,19 @@ class PendingQueue:
     @property
     def allocated_budgets(self) -> int:
         """How many budgets have allocated work waiting (Fair Tree matters from two on)."""
-        return len(self._leaves)
+        return len(self._lines())
 
     def spans(self, leaf: str | None) -> dict[int, list[float]]:
         """The waiting allocated work of ``leaf`` (None: the unallocated work): for each size,
         every ``span``, sorted."""
+        self._lines()
         return self._spans[leaf]
 
     @property
     def unallocated(self) -> list[Workload]:
         """The unallocated work in submission order: the queue's own list, the last of
         ``segments``."""
+        self._lines()
         return self._unallocated
 
     def take_joined(self) -> dict[str, None]:
@@ -181,7 +214,9 @@ class PendingQueue:
         reads it only up to its first workload that cannot start."""
         if self._line is None:
             self._line = sorted(self._by_id.values(), key=submission_order)
-        return iter(self._line)
+            self._line_start = 0
+        line = self._line
+        return map(line.__getitem__, range(self._line_start, len(line)))
 
     def by_size(self) -> dict[int, list[Workload]]:
         """The queue per size (GPUs asked), each in submission order: the queue's own lists.
@@ -228,11 +263,12 @@ class PendingQueue:
         work)`` for budgets tied at one rank (unknown to the tree, or no standing), merged by
         submission, and last ``(None, unallocated work)``. The lists are the queue's own."""
         out: list[tuple[str | None, list[Workload]]] = []
+        leaves = self._lines()
         for tied in self._ranked_leaves(standing):
             if len(tied) == 1:
-                out.append((tied[0], self._leaves[tied[0]]))
+                out.append((tied[0], leaves[tied[0]]))
             else:
-                lines = (self._leaves[leaf] for leaf in tied)
+                lines = (leaves[leaf] for leaf in tied)
                 out.append((None, list(merge(*lines, key=submission_order))))
         out.append((None, self._unallocated))
         return out
@@ -241,7 +277,7 @@ class PendingQueue:
         """The leaves with allocated work waiting, by Fair Tree rank, those of one rank grouped.
         Worked out again only when the standing's order or the set of waiting leaves changed."""
         position = standing.position if standing is not None else None
-        leaves = self._leaves.keys()
+        leaves = self._lines().keys()
         cached = self._leaf_order
         if cached is not None and cached[0] == position and cached[1] == leaves:
             return cached[2]
