@@ -384,6 +384,7 @@ class Simulator:
         # joins behind it cannot start before it, so it leaves ``line_needs`` as it is
         policy = policy_of(self.params.policy)
         self.one_line = policy.line and not policy.partitioned
+        self.preempts = policy.preempts
         self.line_head: tuple | None = None
         self.claims: list[Claim] = []  # the last pass's claims, handed to the next pass
         self.plan = 0  # the current tick plan: _TICK and _SEGMENT events of older plans are void
@@ -893,7 +894,9 @@ class Simulator:
                 break
         else:
             self._push(self._tick_after(now), _WAKE)
-        if self.pending or self.draining:
+        # runs only wake a pass when signalled, on a draining host, or protected from a policy
+        # that preempts (``next_event``): otherwise there is nothing to look for
+        if self.draining or self.pending and (self.grace_heap or self.preempts):
             nxt = next_event(self._state(now, usage=False), self.params)
             if nxt is not None and nxt > now:
                 self._push(nxt, _WAKE)
