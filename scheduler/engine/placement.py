@@ -17,11 +17,12 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from itertools import compress, repeat
-from operator import attrgetter, is_not, mul
+from operator import attrgetter, is_not, itemgetter, mul
 
 from .model import Host, HostState, Placement, Run
 
 _state_of = attrgetter("state")
+_CHANGES_KEPT = 50_000  # ``FloorPlan.changes`` starts a new list past this many
 _signalled_at = attrgetter("signalled_at")
 
 
@@ -62,6 +63,9 @@ class FloorPlan:
         # budget -> GPUs its unsignalled allocated runs hold, on any host: what the final-share
         # rule counts (``Holdings``), followed run by run instead of counted in every pass
         self.holding: dict[str, int] = {}
+        # the host of each change to its runs or GPUs since the last rebuild, in order (a new
+        # list on rebuild): what a reader kept from an earlier pass reads to catch up
+        self.changes: list[str] = []
 
     def update(self, hosts: list[Host], running: list[Run], log: RunLog | None = None) -> None:
         """Bring the plan to ``hosts`` and ``running``: from what ``log`` says changed when the
@@ -72,6 +76,8 @@ class FloorPlan:
         if hosts is not self.hosts or states != self.states:
             self._rebuild(hosts, running, states)
             return
+        if len(self.changes) > _CHANGES_KEPT:
+            self.changes = []  # a new list: readers that kept a place in the old start afresh
         if changed is not None:
             self._apply(changed)
             return
@@ -131,6 +137,7 @@ class FloorPlan:
     def _rebuild(self, hosts: list[Host], running: list[Run], states: list[HostState]) -> None:
         available = HostState.AVAILABLE
         self.hosts, self.states = hosts, states
+        self.changes = []
         self.size = {h.name: h.gpus for h in hosts if h.state == available}
         self.group = {h.name: h.group for h in hosts}
         # the single-host threshold is a property of the cluster, not of today's health
@@ -184,6 +191,7 @@ class FloorPlan:
             self.whole.add(host)
 
     def _refree(self, host: str) -> None:
+        self.changes.append(host)
         self.bucket[len(self.free[host])].discard(host)
         self.whole.discard(host)
         taken = self.used.get(host, ())
@@ -226,6 +234,7 @@ class FloorPlan:
         f.held = {}
         f.generation = 0
         f.dirty = set()
+        f.changed = set()
         return f
 
 
@@ -242,6 +251,7 @@ class Floor:
         "largest",
         "generation",
         "dirty",
+        "changed",
     )
 
     def __init__(self, hosts: Iterable[Host], running: Iterable[Run] = ()):
@@ -273,6 +283,7 @@ class Floor:
         self._file(host)
         self.generation += 1
         self.dirty.add(host)
+        self.changed.add(host)
 
     def give(self, host: str, indices: Iterable[int]) -> None:
         """Return GPUs to the free pool (a run stopped)."""
@@ -283,6 +294,7 @@ class Floor:
         self._file(host)
         self.generation += 1
         self.dirty.add(host)
+        self.changed.add(host)
 
     def hold(self, host: str, until: float) -> None:
         """Reserve a host from ``until``: only work out of the way by then may use it."""
@@ -298,6 +310,7 @@ class Floor:
                 self.runs[host] = [(r, i) for r, i in self.runs[host] if r is not run]
                 self.releasing[host] = self.releasing[host] + list(indices)
                 self.dirty.add(host)
+                self.changed.add(host)
                 self.generation += 1  # every change counts: searches are remembered per generation
 
     def stopped(self, run: Run) -> None:
@@ -322,6 +335,7 @@ class Floor:
             self.releasing[host] = [i for i in self.releasing[host] if i not in gone]
         self.generation += 1
         self.dirty.add(host)
+        self.changed.add(host)
         return tuple(free), tuple(releasing)
 
     def unclaim(self, host: str, free: tuple[int, ...], releasing: tuple[int, ...]) -> None:
@@ -329,6 +343,7 @@ class Floor:
         if releasing:
             self.releasing[host] = self.releasing[host] + list(releasing)
             self.dirty.add(host)
+            self.changed.add(host)
             self.generation += 1
         if free:
             self.give(host, free)
@@ -454,12 +469,11 @@ def choose_hosts(
     fewest candidates (best fit, keeps big groups whole). Without such a group, the cheapest
     hosts overall."""
     cost = cost or {}
-
-    def key(h: str) -> tuple:
-        return (cost.get(h, ()), h)
-
-    ordered = sorted(candidates, key=key)
-    if sum(size[h] for h in ordered) < gpus:
+    candidates = list(candidates)
+    # sorted as (cost, name) pairs, which compare in C
+    costs = map(cost.get, candidates, repeat(()))
+    ordered = list(map(itemgetter(1), sorted(zip(costs, candidates, strict=True))))
+    if sum(map(size.__getitem__, ordered)) < gpus:
         return None
     by_group: dict[str, list[str]] = {}
     for h in ordered:

@@ -28,7 +28,7 @@ import math
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import compress, count, islice, repeat
@@ -86,6 +86,22 @@ def _stand_in(budget: str, gpus: int) -> Workload:
     return Workload(_STAND_IN, budget, gpus, min_runtime=1.0, resumable=True, submitted=0.0)
 
 
+class _Ranking:
+    """When the ``k``-th GPU of each host frees for a holder (``_Walk._ready``; -1 the
+    last), kept across passes for one ``(k, preempts)``. An answer stays while its host does:
+    a pass asks again only the hosts the floor plan changed since (``FloorPlan.changes``),
+    those the pass changed itself (``Floor.changed``), those releasing GPUs (grace periods
+    end), and those whose answer is now (it moves with the pass). A reservation asks every
+    host in every pass; between two passes a start and an end change two."""
+
+    __slots__ = ("changes", "seen", "ready", "stale")
+
+    def __init__(self, changes: list[str], hosts: Iterable[str]) -> None:
+        self.changes, self.seen = changes, len(changes)
+        self.ready: dict[str, tuple[float, bool]] = {}  # none for a host without a k-th GPU
+        self.stale = set(hosts)  # to ask again before the answers are read
+
+
 class EngineMemo:
     """Driver-owned state reused across the passes of ONE cluster (``ClusterState.memo``).
 
@@ -100,7 +116,7 @@ class EngineMemo:
     """
 
     __slots__ = ("plan", "log", "partitioning", "parts", "queue", "taken", "reached",
-                 "release_times", "board", "quiet", "settled", "reads_order")
+                 "release_times", "rankings", "board", "quiet", "settled", "reads_order")
 
     def __init__(self, reads_order: bool = True) -> None:
         # whether the driver reads ``Pass.order`` of a fair-share pass: the simulator does not,
@@ -119,6 +135,9 @@ class EngineMemo:
         # host -> (its runs as the floor lists them, holder may preempt unallocated work, when
         # each GPU of those runs is expected free): ``_Walk._ready``
         self.release_times: dict[str, tuple] = {}
+        # (GPU counted, holder may preempt unallocated work) -> when that GPU of each host
+        # frees, kept for reservations (``_Walk._ranked``)
+        self.rankings: dict[tuple[int, bool], _Ranking] = {}
         # what preemption could free on each host, as the last pass that searched left it
         # (``preemption.Board.rebase``)
         self.board: Board | None = None
@@ -1303,6 +1322,38 @@ class _Walk:
                 out[h] = at
         return out
 
+    def _ranked(self, hosts: list[str], holder: Workload, k: int) -> dict[str, tuple]:
+        """``_readiness(hosts, holder, k)``, read from the memo's ``_Ranking`` when the driver
+        keeps one (the ranking's own dict when ``hosts`` is every host: not to be changed)."""
+        if self.memo is None:
+            return self._readiness(hosts, holder, k)
+        plan, floor, now = self.plan, self.floor, self.now
+        key = (k, self._preempts_unallocated(holder))
+        ranking = self.memo.rankings.get(key)
+        if ranking is None or ranking.changes is not plan.changes:
+            ranking = self.memo.rankings[key] = _Ranking(plan.changes, floor.size)
+        changes, ready = ranking.changes, ranking.ready
+        releasing = {h for h, gpus in floor.releasing.items() if gpus}
+        stale = ranking.stale
+        stale.update(changes[ranking.seen:])
+        ranking.seen = len(changes)
+        stale |= floor.changed | releasing
+        stale.update([h for h, at in ready.items() if at[0] <= now])  # "now" moves with the pass
+        for h in stale:
+            self._rank(ranking, h, holder, k)
+        # what this pass changed, and GPUs being released, are asked again by the next pass
+        ranking.stale = floor.changed | releasing
+        if len(hosts) == len(floor.size):
+            return ready
+        return {h: ready[h] for h in hosts if h in ready}
+
+    def _rank(self, ranking: _Ranking, host: str, holder: Workload, k: int) -> None:
+        at = self._ready(host, holder, k)
+        if at is None:
+            ranking.ready.pop(host, None)
+        else:
+            ranking.ready[host] = at
+
     def _reservation(self, w: Workload, held: Collection[str]
                      ) -> tuple[list[str], float, bool] | None:
         """The hosts that will free soonest for ``w`` among those not ``held``, when, and
@@ -1311,12 +1362,12 @@ class _Walk:
         least = min(g, floor.largest)
         candidates = [h for h, size in floor.size.items() if size >= least and h not in held]
         if g <= floor.largest:
-            ready = self._readiness(candidates, w, g - 1)
+            ready = self._ranked(candidates, w, g - 1)
             if not ready:
                 return None
             (until, known), host = min(zip(ready.values(), ready, strict=True))
             return [host], until, known
-        ready = self._readiness(candidates, w, -1)
+        ready = dict(self._ranked(candidates, w, -1))
         ready.update((h, (self.now, True)) for h in candidates if h not in ready)
         cost = {h: (v[0],) for h, v in ready.items()}
         chosen = choose_hosts(g, {h: v[0] for h, v in ready.items()}, floor.size,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine_builders import (
     HOUR,
     hosts,
@@ -15,6 +17,7 @@ from engine_builders import (
 )
 
 from scheduler.engine import (
+    EngineMemo,
     Hold,
     HostDrained,
     HostState,
@@ -197,6 +200,28 @@ def test_a_reservation_counts_gpus_being_released_free_when_their_grace_period_e
         result = one_pass(state(now, hosts(2), [allocated, unallocated], [big]), TWO)
         [hold] = result.of(Hold)
         assert (hold.hosts, hold.until) == (("h1",), NOW + 30)
+
+
+def test_a_reservation_kept_from_pass_to_pass_counts_what_its_own_pass_started():
+    """A driver's memo keeps when each host frees from one pass to the next. Work a later pass
+    starts on a host before the reservation is made counts there: h1, soonest free in the
+    first pass, takes a long run in the second, and h0 frees first then."""
+    cluster = hosts(2)  # one hosts list for both passes, as a driver keeps it
+    a = run(job("a", gpus=8, duration=NOW + 1000), "h0", range(8), started=0)
+    b = run(job("b", gpus=4, duration=NOW + 500), "h1", range(4), started=0)
+    big = job("big", gpus=8, submitted=5)
+    older = job("older", gpus=4, submitted=1, duration=5000)  # goes first, fits on h1
+    memo, params = EngineMemo(), Params(policy="fifo-backfill")
+
+    def kept(now, pending):
+        return replace(state(now, cluster, [a, b], pending), hosts=cluster, memo=memo)
+
+    [hold] = schedule(kept(NOW, [big]), TWO, params).of(Hold)
+    assert (hold.hosts, hold.until) == (("h1",), NOW + 500)
+    second = schedule(kept(NOW + 10, [older, big]), TWO, params)
+    assert list(started(second)) == ["older"]
+    [hold] = second.of(Hold)
+    assert (hold.hosts, hold.until) == (("h0",), NOW + 1000)
 
 
 def test_held_hosts_take_no_work_that_would_outlast_the_reservation():
