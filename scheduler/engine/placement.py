@@ -229,7 +229,7 @@ class FloorPlan:
         f.free = dict(self.free)
         f.runs = defaultdict(list, self.runs)
         f.releasing = defaultdict(list, self.releasing)
-        f.bucket = [set(b) for b in self.bucket]
+        f.bucket = list(map(set, self.bucket))
         f.whole = set(self.whole)
         f.held = {}
         f.generation = 0
