@@ -14,6 +14,7 @@ for more is refused with a clear message, never silently downgraded.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from .model import BudgetTree, Host, Params, Run, Workload
 from .wording import quantity
@@ -40,10 +41,13 @@ def preemptible(run: Run, now: float) -> bool:
     return not protected(run, now)
 
 
+_gpus_of = attrgetter("gpus")
+
+
 def placeable(gpus: int, hosts: Iterable[Host]) -> bool:
     """Whether some healthy day of the cluster could hold ``gpus``: one host when it fits on
     the largest host, otherwise whole hosts (see ``placement``)."""
-    sizes = [h.gpus for h in hosts]
+    sizes = list(map(_gpus_of, hosts))  # in C: asked at every submission
     if not sizes or gpus < 1:
         return False
     return gpus <= max(sizes) or gpus <= sum(sizes)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
+from operator import itemgetter
 
 ROOT = ""  # the budget tree's root (the organisation) has the empty path
 
@@ -34,6 +35,9 @@ class Host:
     state: HostState = HostState.AVAILABLE
 
 
+_host_of, _indices_of = itemgetter(0), itemgetter(1)  # of a placement's slot, in C
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a run sits: ``((host name, (gpu index, ...)), ...)``, indices real and sorted."""
@@ -43,11 +47,11 @@ class Placement:
     gpus: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gpus", sum(len(indices) for _, indices in self.slots))
+        object.__setattr__(self, "gpus", sum(map(len, map(_indices_of, self.slots))))
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(host for host, _ in self.slots)
+        return tuple(map(_host_of, self.slots))
 
     def pairs(self) -> list[tuple[str, int]]:
         """Every ``(host, gpu index)`` held: what the live loop stores with a unique constraint."""

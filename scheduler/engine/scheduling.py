@@ -975,8 +975,9 @@ class _Walk:
         run = Run(w, self.now, placement, self.now + w.min_runtime)
         for host, indices in placement.slots:
             self.started.setdefault(host, []).append((run, indices))
+        held = self.floor.held
+        backfill = bool(held) and not held.keys().isdisjoint(placement.hosts)
         hosts = " ".join(placement.hosts)
-        backfill = any(h in self.floor.held for h in placement.hosts)
         if w.min_runtime <= 0:
             why = f"started on {hosts}: unallocated, uses idle GPUs until allocated work needs them"
         elif self.policy == "fairshare":
