@@ -22,8 +22,8 @@ from operator import attrgetter, is_not, itemgetter, mul
 from .model import Host, HostState, Placement, Run
 
 _state_of = attrgetter("state")
-_CHANGES_KEPT = 50_000  # ``FloorPlan.changes`` starts a new list past this many
 _signalled_at = attrgetter("signalled_at")
+_CHANGES_KEPT = 50_000  # ``FloorPlan.changes`` starts a new list past this many
 
 
 class RunLog:
