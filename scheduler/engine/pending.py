@@ -44,6 +44,11 @@ def span(w: Workload) -> float:
     return w.min_runtime if w.min_runtime > 0 else math.inf
 
 
+def _line_of(w: Workload) -> str | None:
+    """The line ``w`` waits in: its budget leaf when allocated, None for unallocated work."""
+    return w.budget if w.min_runtime > 0 else None
+
+
 class PendingQueue:
     """Pending workloads by id, iterated in the order they joined (as a driver's dict would),
     and ranked by ``ranked``. A driver keeps one across passes and tells it what joined and
@@ -89,7 +94,7 @@ class PendingQueue:
         if self._leaves is None:
             self._leaves = {}
             for w in self._by_id.values():
-                line = w.budget if w.min_runtime > 0 else None
+                line = _line_of(w)
                 if line is not None:
                     self._leaves.setdefault(line, []).append(w)
                 else:
@@ -121,7 +126,7 @@ class PendingQueue:
 
     def _file(self, w: Workload) -> None:
         """Add ``w`` to its leaf's line and spans."""
-        line = w.budget if w.min_runtime > 0 else None
+        line = _line_of(w)
         if line is not None:
             insort(self._leaves.setdefault(line, []), w, key=submission_order)
         else:
@@ -162,7 +167,7 @@ class PendingQueue:
 
     def _unfile(self, w: Workload) -> None:
         """Take ``w`` out of its leaf's line and spans."""
-        leaf = w.budget if w.min_runtime > 0 else None
+        leaf = _line_of(w)
         line = self._leaves[leaf] if leaf is not None else self._unallocated
         del line[bisect_left(line, submission_order(w), key=submission_order)]
         sizes = self._spans[leaf]

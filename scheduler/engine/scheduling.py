@@ -1300,24 +1300,10 @@ class _Walk:
         return now, k >= unknown
 
     def _readiness(self, hosts: list[str], holder: Workload, k: int) -> dict[str, tuple]:
-        """``_ready`` of each of ``hosts`` that has a ``k``-th GPU for ``holder``. A host whose
-        runs are as kept and whose ``k``-th GPU is still busy now is answered from what is kept
-        without a call: a reservation asks every host in every pass."""
-        kept = self.release_times or {}
-        floor, now, started = self.floor, self.now, self.started
-        runs, releasing, free = floor.runs, floor.releasing, floor.free
-        preempts = self._preempts_unallocated(holder)
+        """``_ready`` of each of ``hosts`` that has a ``k``-th GPU for ``holder``, asked of
+        every host (a pass without a memo; with one, ``_ranked`` asks only what changed)."""
         out = {}
         for h in hosts:
-            memo = kept.get(h)
-            if memo is not None and memo[0] is runs[h] and memo[1] == preempts and (
-                h not in started and not releasing.get(h)
-            ):
-                times = memo[2]
-                j = k - len(free[h]) if k >= 0 else k + len(times)  # counted past the free GPUs
-                if 0 <= j < len(times) and times[j][0] > now:
-                    out[h] = times[j]
-                    continue
             at = self._ready(h, holder, k)
             if at is not None:
                 out[h] = at

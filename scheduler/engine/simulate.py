@@ -376,7 +376,7 @@ class Simulator:
                              if policy_of(self.params.policy).partitioned else None)
         # every run started, ended or signalled, told to the memo's floor plan (partitions keep
         # a floor plan each, which compares runs instead)
-        self.run_log = self.memo.log = RunLog() if self.partitioning is None else None
+        self.memo.log = RunLog() if self.partitioning is None else None
         # a strict policy's line: the fewest GPUs the first workload in line (of any partition)
         # needs; None when unknown (the queue changed since the last pass) or not strict
         self.line_needs: int | None = None
@@ -559,8 +559,8 @@ class Simulator:
                 self._push(due, _IDLE, w.id, rec.runs)
 
     def _note(self, run: Run, running: bool) -> None:
-        if self.run_log is not None:
-            self.run_log.note(run, running)
+        if self.memo.log is not None:
+            self.memo.log.note(run, running)
 
     def _end_run(self, wid: str, now: float, end_reason: str) -> tuple[Run, JobRecord]:
         """Free a run's GPUs and close its record (kept as ``self.last_ended``)."""
@@ -932,14 +932,14 @@ class Simulator:
         if seconds <= 0 or idle <= 0 or not self.pending_allocated:
             return
         by_cause = self.idle_waiting_gpu_s
-        free = {h: self.host_by_name[h].gpus - len(self.used[h]) for h in self.held_hosts
-                if self.host_by_name[h].state == HostState.AVAILABLE}
+        room = self.room.free  # free GPUs of each AVAILABLE host
+        free = {h: room[h] for h in self.held_hosts if h in room}
         held = sum(free.values())
         claimed = 0
         for claim in self.claims:
             for host, n in claim.gpus:
-                if host not in free and self.host_by_name[host].state == HostState.AVAILABLE:
-                    claimed += min(n, self.host_by_name[host].gpus - len(self.used[host]))
+                if host not in free and host in room:
+                    claimed += min(n, room[host])
         rest = max(0, idle - held - claimed)
         by_cause["reservation"] += held * seconds
         by_cause["claimed"] += min(claimed, idle - held) * seconds
